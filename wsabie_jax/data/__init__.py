@@ -1,0 +1,52 @@
+"""Data: readers, the synthetic generator, batching; `load_splits` reads a config."""
+from __future__ import annotations
+
+import os
+
+from wsabie_jax.data import dataset, libsvm, mulan, synthetic
+from wsabie_jax.data.dataset import DataError, SparseDataset
+
+KINDS = ('synthetic', 'mulan', 'libsvm')
+
+
+def synthetic_spec(cfg) -> synthetic.SyntheticSpec:
+  return synthetic.SyntheticSpec(**dict(cfg.synthetic))
+
+
+def read_split(cfg, path, like: SparseDataset | None = None, skip_empty: bool = True) -> SparseDataset:
+  """Reads one file of a file-backed data config (test files take sizes from train)."""
+  if not os.path.exists(path):
+    raise DataError(path, None, 'file not found (set config.data paths)')
+  if cfg.kind == 'mulan':
+    return mulan.read_arff(path, cfg.labels_path, skip_empty=skip_empty)
+  if cfg.kind == 'libsvm':
+    names = None
+    if like is not None:
+      names = like.label_names
+    elif cfg.get('labels_path'):
+      with open(cfg.labels_path, encoding='utf-8') as f:
+        names = [line.rstrip('\n') for line in f]
+    return libsvm.read_libsvm(path, num_features=like.num_features if like else None,
+                              num_labels=len(names) if names else None, label_names=names,
+                              feature_base=cfg.get('feature_base', 0), skip_empty=skip_empty)
+  raise ValueError(f'config.data.kind={cfg.kind!r} is not a file format ({KINDS})')
+
+
+def load_splits(cfg):
+  """(train, valid, test) from config.data; valid is carved from train."""
+  if cfg.kind == 'synthetic':
+    spec = synthetic_spec(cfg)
+    world = synthetic.make_world(spec)
+    train = synthetic.generate(spec, cfg.num_train, 'train', world=world)
+    test = synthetic.generate(spec, cfg.num_test, 'test', world=world)
+  elif cfg.kind in KINDS:
+    train = read_split(cfg, cfg.train_path)
+    test = read_split(cfg, cfg.test_path, like=train)
+    if test.num_features != train.num_features or test.label_names != train.label_names:
+      raise DataError(cfg.test_path, None, 'features or labels differ from the training file')
+  else:
+    raise ValueError(f'config.data.kind={cfg.kind!r} is not one of {KINDS}')
+  train = dataset.normalize(train, cfg.normalize)
+  test = dataset.normalize(test, cfg.normalize)
+  train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
+  return train, valid, test

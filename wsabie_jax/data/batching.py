@@ -1,0 +1,143 @@
+"""Fixed-shape batches: padded images, a positive-pair stream, eval batches.
+
+Training walks the positive pairs (x, y) (Alg. 1 "pick a random labeled
+example") in a fresh permutation each epoch. Batch `step` is a pure function
+of (seed, step), so the data position is the step count and resuming needs
+nothing else.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Iterator, NamedTuple
+
+import jax
+import numpy as np
+
+from wsabie_jax.data.dataset import SparseDataset
+
+
+class PaddedImages(NamedTuple):
+  feat_idx_nxF: np.ndarray  # int32, padding id 0 with value 0 (adds nothing to V x)
+  feat_val_nxF: np.ndarray  # float32
+  pos_nxP: np.ndarray       # int32 sorted positives, padded with Y
+  num_pos_n: np.ndarray     # int32
+
+
+def pad_images(ds: SparseDataset, max_features: int | None = None,
+               max_positives: int | None = None) -> PaddedImages:
+  """Dense padded copies of the CSR arrays (sizes default to the data's maxima)."""
+  f_len = np.diff(ds.feat_indptr)
+  p_len = np.diff(ds.label_indptr)
+  F = max(int(f_len.max(initial=1)), 1) if max_features is None else max_features
+  P = max(int(p_len.max(initial=1)), 1) if max_positives is None else max_positives
+  if f_len.max(initial=0) > F or p_len.max(initial=0) > P:
+    raise ValueError(f'an image has {f_len.max()} features / {p_len.max()} labels, '
+                     f'more than the padded sizes {F} / {P}')
+  return PaddedImages(_pad(ds.feat_indptr, ds.feat_idx, F, 0, np.int32),
+                      _pad(ds.feat_indptr, ds.feat_val, F, 0, np.float32),
+                      _pad(ds.label_indptr, ds.label_idx, P, ds.num_labels, np.int32),
+                      p_len.astype(np.int32))
+
+
+def _pad(indptr, values, width, fill, dtype):
+  n = len(indptr) - 1
+  out = np.full((n, width), fill, dtype)
+  lengths = np.diff(indptr)
+  rows = np.repeat(np.arange(n), lengths)
+  cols = np.arange(len(values)) - np.repeat(indptr[:-1], lengths)
+  out[rows, cols] = values
+  return out
+
+
+class PairStream:
+  """Batch `step` of the positive pairs, a new permutation every epoch."""
+
+  def __init__(self, ds: SparseDataset, padded: PaddedImages, batch_size: int, seed: int):
+    self.padded = padded
+    self.pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr)).astype(np.int64)
+    self.pair_label = ds.label_idx.astype(np.int32)
+    if len(self.pair_image) == 0:
+      raise ValueError('the training set has no positive pairs')
+    self.batch_size, self.seed = batch_size, seed
+    self._perm_epoch, self._perm = -1, None
+
+  @property
+  def num_pairs(self) -> int:
+    return len(self.pair_image)
+
+  def position(self, step: int) -> dict:
+    consumed = step * self.batch_size
+    return {'pairs_consumed': consumed, 'epoch': consumed // self.num_pairs,
+            'offset_in_epoch': consumed % self.num_pairs}
+
+  def _permutation(self, epoch: int) -> np.ndarray:
+    if epoch != self._perm_epoch:
+      self._perm_epoch = epoch
+      self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.num_pairs)
+    return self._perm
+
+  def pair_ids(self, step: int) -> np.ndarray:
+    start = step * self.batch_size
+    ids = np.arange(start, start + self.batch_size)
+    epochs, offsets = ids // self.num_pairs, ids % self.num_pairs
+    out = np.empty(self.batch_size, np.int64)
+    for epoch in np.unique(epochs):
+      sel = epochs == epoch
+      out[sel] = self._permutation(int(epoch))[offsets[sel]]
+    return out
+
+  def batch(self, step: int) -> dict:
+    pairs = self.pair_ids(step)
+    img = self.pair_image[pairs]
+    p = self.padded
+    return {'feat_idx_BxF': p.feat_idx_nxF[img], 'feat_val_BxF': p.feat_val_nxF[img],
+            'label_B': self.pair_label[pairs], 'pos_BxP': p.pos_nxP[img],
+            'num_pos_B': p.num_pos_n[img], 'weight_B': np.ones(len(pairs), np.float32)}
+
+
+def prefetch(batches: Iterator[dict], size: int = 2, sharding=None) -> Iterator[dict]:
+  """Builds and transfers batches on a background thread, `size` ahead.
+
+  The thread stops when the consumer does (early stopping, a time budget).
+  """
+  q: queue.Queue = queue.Queue(maxsize=size)
+  stop = threading.Event()
+  done = object()
+
+  def put(item) -> bool:
+    while not stop.is_set():
+      try:
+        q.put(item, timeout=0.1)
+        return True
+      except queue.Full:
+        pass
+    return False
+
+  def work():
+    try:
+      for b in batches:
+        if not put(jax.device_put(b, sharding)):
+          return
+      put(done)
+    except Exception as e:  # surfaced in the consumer, not lost in the thread
+      put(e)
+
+  threading.Thread(target=work, daemon=True).start()
+  try:
+    while (item := q.get()) is not done:
+      if isinstance(item, Exception):
+        raise item
+      yield item
+  finally:
+    stop.set()
+
+
+def eval_batches(padded: PaddedImages, batch_size: int, limit: int | None = None):
+  """(feat_idx, feat_val, pos, num_real) in fixed-size batches, the last padded."""
+  n = len(padded.num_pos_n) if limit is None else min(limit, len(padded.num_pos_n))
+  for start in range(0, n, batch_size):
+    rows = np.arange(start, start + batch_size)
+    real = int(min(batch_size, n - start))
+    rows = np.minimum(rows, n - 1)
+    yield (padded.feat_idx_nxF[rows], padded.feat_val_nxF[rows], padded.pos_nxP[rows], real)

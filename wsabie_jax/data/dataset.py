@@ -1,0 +1,101 @@
+"""The in-memory multi-label data set: sparse features and label sets, CSR.
+
+Data contract (DESIGN §3): labels are ids 0..Y−1 with names; an example is
+(feature ids, feature values, positive label ids).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+class DataError(ValueError):
+  """Bad input, with the file and line it came from."""
+
+  def __init__(self, path, line: int | None, message: str):
+    where = f'{path}:{line}' if line is not None else f'{path}'
+    super().__init__(f'{where}: {message}')
+
+
+@dataclasses.dataclass
+class SparseDataset:
+  feat_indptr: np.ndarray   # (n+1,) int64
+  feat_idx: np.ndarray      # (nnz,) int32
+  feat_val: np.ndarray      # (nnz,) float32
+  label_indptr: np.ndarray  # (n+1,) int64
+  label_idx: np.ndarray     # (npos,) int32, sorted and unique within an image
+  num_features: int
+  label_names: list[str]
+  label_parents: np.ndarray | None = None  # (Y, G) is-a parent ids, −1 padded
+  skipped_empty: int = 0    # examples dropped for an empty label set
+
+  @property
+  def num_images(self) -> int:
+    return len(self.feat_indptr) - 1
+
+  @property
+  def num_labels(self) -> int:
+    return len(self.label_names)
+
+  def features(self, i: int):
+    s, e = self.feat_indptr[i], self.feat_indptr[i + 1]
+    return self.feat_idx[s:e], self.feat_val[s:e]
+
+  def labels(self, i: int) -> np.ndarray:
+    return self.label_idx[self.label_indptr[i]:self.label_indptr[i + 1]]
+
+  def subset(self, rows: np.ndarray) -> 'SparseDataset':
+    rows = np.asarray(rows)
+    f_ptr, f_idx = _take_csr(self.feat_indptr, rows)
+    l_ptr, l_idx = _take_csr(self.label_indptr, rows)
+    return dataclasses.replace(
+        self, feat_indptr=f_ptr, feat_idx=self.feat_idx[f_idx], feat_val=self.feat_val[f_idx],
+        label_indptr=l_ptr, label_idx=self.label_idx[l_idx], skipped_empty=0)
+
+  def label_frequencies(self) -> np.ndarray:
+    return np.bincount(self.label_idx, minlength=self.num_labels)
+
+
+def _take_csr(indptr: np.ndarray, rows: np.ndarray):
+  lengths = indptr[rows + 1] - indptr[rows]
+  new_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+  starts = np.repeat(indptr[rows] - new_ptr[:-1], lengths)
+  return new_ptr, starts + np.arange(new_ptr[-1])
+
+
+def from_lists(features: list[tuple[np.ndarray, np.ndarray]], labels: list[np.ndarray],
+               num_features: int, label_names: list[str], **kw) -> SparseDataset:
+  """Builds the CSR arrays; labels are sorted and deduplicated per example."""
+  f_len = [len(i) for i, _ in features]
+  labels = [np.unique(np.asarray(l, np.int32)) for l in labels]
+  return SparseDataset(
+      feat_indptr=np.concatenate([[0], np.cumsum(f_len)]).astype(np.int64),
+      feat_idx=np.concatenate([np.asarray(i, np.int32) for i, _ in features] or [np.zeros(0, np.int32)]),
+      feat_val=np.concatenate([np.asarray(v, np.float32) for _, v in features] or [np.zeros(0, np.float32)]),
+      label_indptr=np.concatenate([[0], np.cumsum([len(l) for l in labels])]).astype(np.int64),
+      label_idx=np.concatenate(labels or [np.zeros(0, np.int32)]).astype(np.int32),
+      num_features=num_features, label_names=list(label_names), **kw)
+
+
+def split_validation(ds: SparseDataset, fraction: float, seed: int):
+  """Carves a random validation part off the training set: (train, valid)."""
+  if not 0 <= fraction < 1:
+    raise ValueError(f'validation fraction must be in [0, 1), got {fraction}')
+  order = np.random.default_rng(seed).permutation(ds.num_images)
+  n_valid = int(round(fraction * ds.num_images))
+  return ds.subset(np.sort(order[n_valid:])), ds.subset(np.sort(order[:n_valid]))
+
+
+def normalize(ds: SparseDataset, kind: str) -> SparseDataset:
+  """'l2' scales each image's feature vector to unit norm; 'none' keeps it."""
+  if kind == 'none':
+    return ds
+  if kind != 'l2':
+    raise ValueError(f"normalize must be 'l2' or 'none', got {kind!r}")
+  lengths = np.diff(ds.feat_indptr)
+  sq = np.bincount(np.repeat(np.arange(ds.num_images), lengths),
+                   weights=ds.feat_val.astype(np.float64) ** 2, minlength=ds.num_images)
+  sq = np.where(sq > 0, sq, 1.0)
+  scale = np.repeat(1.0 / np.sqrt(sq), lengths)
+  return dataclasses.replace(ds, feat_val=(ds.feat_val * scale).astype(np.float32))

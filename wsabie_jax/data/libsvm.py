@@ -1,0 +1,76 @@
+"""Reader for the multi-label libsvm / extreme-classification text format.
+
+Each line is `l1,l2,... f:v f:v ...`; label ids and feature ids are integers.
+An optional first line `num_points num_features num_labels` (the XMC
+repository's header) fixes the sizes; otherwise they come from the arguments
+or the largest ids seen.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists
+
+
+def read_libsvm(path, num_features: int | None = None, num_labels: int | None = None,
+                label_names: list[str] | None = None, feature_base: int = 0,
+                skip_empty: bool = True) -> SparseDataset:
+  """feature_base: the id of the first feature in the file (0 for XMC, 1 for libsvm)."""
+  features, labels = [], []
+  skipped = 0
+  header = None
+  with open(path, encoding='utf-8') as f:
+    for line_no, raw in enumerate(f, 1):
+      line = raw.rstrip('\n')
+      if not line.strip() or line.lstrip().startswith('#'):
+        continue
+      tokens = line.split()
+      if line_no == 1 and len(tokens) == 3 and all(t.isdigit() for t in tokens):
+        header = [int(t) for t in tokens]
+        num_features = num_features or header[1]
+        num_labels = num_labels or header[2]
+        continue
+      if line[0].isspace() or ':' in tokens[0]:
+        label_tokens, feat_tokens = [], tokens
+      else:
+        label_tokens, feat_tokens = tokens[0].split(','), tokens[1:]
+      try:
+        row_labels = np.array([int(t) for t in label_tokens if t], np.int64)
+      except ValueError:
+        raise DataError(path, line_no, f'labels {tokens[0]!r} are not comma-separated integers') from None
+      if len(row_labels) and (row_labels.min() < 0 or (num_labels and row_labels.max() >= num_labels)):
+        raise DataError(path, line_no, f'label id out of range [0, {num_labels}): {row_labels.tolist()}')
+      ids, vals = [], []
+      for tok in feat_tokens:
+        fid, sep, val = tok.partition(':')
+        if not sep or not fid.lstrip('-').isdigit():
+          raise DataError(path, line_no, f'feature {tok!r} is not "id:value"')
+        try:
+          v = float(val)
+        except ValueError:
+          raise DataError(path, line_no, f'feature {tok!r}: value is not a number') from None
+        if not math.isfinite(v):
+          raise DataError(path, line_no, f'feature {tok!r}: value is not finite')
+        i = int(fid) - feature_base
+        if i < 0 or (num_features and i >= num_features):
+          raise DataError(path, line_no, f'feature id {fid} out of range for {num_features} features '
+                          f'(first id {feature_base})')
+        ids.append(i)
+        vals.append(v)
+      if len(row_labels) == 0 and skip_empty:
+        skipped += 1
+        continue
+      features.append((np.asarray(ids, np.int64), np.asarray(vals, np.float32)))
+      labels.append(row_labels)
+  if header and header[0] != len(features) + skipped:
+    raise DataError(path, 1, f'header promises {header[0]} points, file has {len(features) + skipped}')
+  max_feat = max((int(i.max()) for i, _ in features if len(i)), default=-1)
+  max_label = max((int(l.max()) for l in labels if len(l)), default=-1)
+  num_features = num_features or max_feat + 1
+  if label_names is None:
+    label_names = [str(i) for i in range(num_labels or max_label + 1)]
+  elif max_label >= len(label_names):
+    raise DataError(path, None, f'label id {max_label} has no name ({len(label_names)} names given)')
+  return from_lists(features, labels, num_features, label_names, skipped_empty=skipped)

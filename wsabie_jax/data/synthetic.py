@@ -1,0 +1,110 @@
+"""The embedded default data: a planted multi-label image annotation world.
+
+DESIGN §3. Labels sit in a two-level hierarchy (parent groups → labels, so the
+sibling matrix is known), have Zipf frequencies, and each owns a pool of
+visual words partly shared with its siblings. An image picks labels (a Zipf
+head, then siblings or further Zipf draws), then a bag of visual words: each
+word comes from one of its labels' pools with probability `signal`, else from
+a Zipf background. Deterministic per seed; images are generated shard by
+shard (each shard its own stream), so any size can be written piecewise.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from wsabie_jax.data.dataset import SparseDataset
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticSpec:
+  num_labels: int = 1000
+  num_features: int = 5000
+  nnz: int = 40               # mean number of visual-word draws per image
+  mean_labels: float = 2.0    # mean labels per image (1 + Poisson)
+  max_labels: int = 8
+  group_size: int = 8         # labels per parent: siblings for psib@k
+  zipf: float = 1.0           # label and background-word frequency exponent
+  signal: float = 0.5         # fraction of words drawn from the image's labels
+  words_per_label: int = 16   # size of each label's (and each group's) word pool
+  sibling_share: float = 0.5  # chance a label's word comes from its group's pool
+  sibling_labels: float = 0.5  # chance an extra label is a sibling of the first
+  seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+  parent_Y: np.ndarray          # parent group of each label
+  label_prob_Y: np.ndarray      # Zipf label frequencies
+  own_words_YxW: np.ndarray     # each label's own word pool
+  group_words_GxW: np.ndarray   # each group's shared word pool
+  background_prob_d: np.ndarray
+  members_G: np.ndarray         # labels sorted by group ...
+  group_start_G: np.ndarray     # ... and where each group's run starts
+
+
+def make_world(spec: SyntheticSpec) -> World:
+  rng = np.random.default_rng([spec.seed, 0])
+  Y, d = spec.num_labels, spec.num_features
+  parent = rng.permutation(Y) // spec.group_size
+  label_prob = 1.0 / np.arange(1, Y + 1) ** spec.zipf
+  label_prob = (label_prob / label_prob.sum())[rng.permutation(Y)]
+  bg = 1.0 / np.arange(1, d + 1) ** spec.zipf
+  num_groups = int(parent.max()) + 1
+  group_start = np.concatenate([[0], np.cumsum(np.bincount(parent, minlength=num_groups))])
+  return World(parent, label_prob,
+               rng.integers(0, d, (Y, spec.words_per_label)),
+               rng.integers(0, d, (num_groups, spec.words_per_label)),
+               (bg / bg.sum())[rng.permutation(d)], np.argsort(parent, kind='stable'), group_start)
+
+
+def _pick(rng, prob, size):
+  return np.minimum(np.searchsorted(np.cumsum(prob), rng.random(size)), len(prob) - 1)
+
+
+_SPLIT_STREAM = {'train': 1, 'test': 2, 'valid': 3}
+
+
+def generate(spec: SyntheticSpec, num_images: int, split: str = 'train', shard: int = 0,
+             world: World | None = None) -> SparseDataset:
+  """Images of one shard of one split ('train', 'test', ...), as a SparseDataset."""
+  world = world or make_world(spec)
+  if split not in _SPLIT_STREAM:
+    raise ValueError(f'split {split!r} is not one of {tuple(_SPLIT_STREAM)}')
+  rng = np.random.default_rng([spec.seed, _SPLIT_STREAM[split], shard])
+  n = num_images
+  # Labels: 1 + Poisson(mean − 1), a Zipf first label, extras siblings or Zipf.
+  n_lab = np.minimum(1 + rng.poisson(spec.mean_labels - 1, n), spec.max_labels)
+  first = _pick(rng, world.label_prob_Y, n)
+  owner_e = np.repeat(np.arange(n), n_lab - 1)
+  extra = _pick(rng, world.label_prob_Y, len(owner_e))
+  sib = rng.random(len(owner_e)) < spec.sibling_labels
+  group = world.parent_Y[first[owner_e[sib]]]
+  sizes = np.diff(world.group_start_G)[group]
+  extra[sib] = world.members_G[world.group_start_G[group] + (rng.random(sib.sum()) * sizes).astype(np.int64)]
+  owner = np.concatenate([np.arange(n), owner_e])
+  key = np.unique(owner.astype(np.int64) * spec.num_labels + np.concatenate([first, extra]))
+  lab_owner, label_idx = key // spec.num_labels, (key % spec.num_labels).astype(np.int32)
+  label_indptr = np.concatenate([[0], np.cumsum(np.bincount(lab_owner, minlength=n))])
+  # Words: each draw from one of the image's labels (own or group pool) or background.
+  n_draws = np.maximum(rng.poisson(spec.nnz, n), 1)
+  d_owner = np.repeat(np.arange(n), n_draws)
+  T = len(d_owner)
+  counts = np.diff(label_indptr)[d_owner]
+  lab = label_idx[label_indptr[d_owner] + (rng.random(T) * counts).astype(np.int64)]
+  slot = rng.integers(0, spec.words_per_label, T)
+  from_group = rng.random(T) < spec.sibling_share
+  word = np.where(from_group, world.group_words_GxW[world.parent_Y[lab], slot],
+                  world.own_words_YxW[lab, slot])
+  background = rng.random(T) >= spec.signal
+  word[background] = _pick(rng, world.background_prob_d, background.sum())
+  fkey, fcount = np.unique(d_owner.astype(np.int64) * spec.num_features + word, return_counts=True)
+  f_owner = fkey // spec.num_features
+  return SparseDataset(
+      feat_indptr=np.concatenate([[0], np.cumsum(np.bincount(f_owner, minlength=n))]).astype(np.int64),
+      feat_idx=(fkey % spec.num_features).astype(np.int32), feat_val=fcount.astype(np.float32),
+      label_indptr=label_indptr.astype(np.int64), label_idx=label_idx,
+      num_features=spec.num_features,
+      label_names=[f'g{world.parent_Y[y]}_l{y}' for y in range(spec.num_labels)],
+      label_parents=world.parent_Y[:, None].astype(np.int32))

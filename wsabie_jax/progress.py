@@ -1,0 +1,38 @@
+"""A progress line with examples/s: redrawn in place on a terminal, else logged."""
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+
+  def __init__(self, total_steps: int, examples_per_step: int, stream=sys.stderr,
+               every_seconds: float = 10.0):
+    self.total, self.per_step, self.stream = total_steps, examples_per_step, stream
+    self.tty = stream.isatty()
+    self.every = 0.2 if self.tty else every_seconds
+    self.start = self.last_print = time.perf_counter()
+    self.first_step = None
+
+  def update(self, step: int, **scalars):
+    now = time.perf_counter()
+    if self.first_step is None:
+      self.first_step, self.start = step, now
+      return
+    if now - self.last_print < self.every and step < self.total:
+      return
+    self.last_print = now
+    rate = (step - self.first_step) * self.per_step / max(now - self.start, 1e-9)
+    frac = step / max(self.total, 1)
+    bar = '#' * int(20 * frac) + '.' * (20 - int(20 * frac))
+    eta = (self.total - step) * self.per_step / max(rate, 1e-9)
+    extra = ' '.join(f'{k} {v:.4g}' for k, v in scalars.items())
+    line = (f'step {step}/{self.total} [{bar}] {100 * frac:3.0f}% {rate:,.0f} ex/s '
+            f'eta {int(eta) // 60}:{int(eta) % 60:02d} {extra}')
+    self.stream.write(('\r' + line + '\x1b[K') if self.tty else line + '\n')
+    self.stream.flush()
+
+  def close(self):
+    if self.tty:
+      self.stream.write('\n')

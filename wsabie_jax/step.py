@@ -1,0 +1,136 @@
+"""TrainState and the jitted, donated WSABIE training step.
+
+A batch holds B positive pairs (x, y) with static shapes:
+  feat_idx_BxF, feat_val_BxF  the image's non-zeros, padded with value 0;
+  label_B                     the positive y of this pair;
+  pos_BxP, num_pos_B          all of the image's positives, sorted, padded with Y
+                              (negatives must avoid every one of them);
+  weight_B                    1 for real pairs, 0 for padding.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from wsabie_jax import model, row_optim, samplers, warp
+
+LOSSES = ('warp', 'auc', 'exact')
+
+
+class TrainState(NamedTuple):
+  step: jax.Array
+  params: model.Params
+  acc_V_d: jax.Array  # row-wise Adagrad accumulators (empty for SGD)
+  acc_W_Y: jax.Array
+  key: jax.Array      # raw uint32[2]; the step's key is fold_in(key, step)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+  num_labels: int
+  loss: str = 'warp'            # 'warp' (Alg. 1), 'auc' (one uniform negative), 'exact' (OWPC-SGD)
+  num_draws: int = 100          # K, the fixed budget of parallel draws
+  rank_weights: str = 'harmonic'
+  rank_estimate: str = 'first_violator'
+  margin: float = 1.0
+  score: str = 'dot'
+  optimizer: str = 'sgd'
+  learning_rate: float = 0.05
+  max_norm: float = 1.0
+
+  def __post_init__(self):
+    choices = {'loss': LOSSES, 'score': model.SCORES, 'optimizer': row_optim.OPTIMIZERS,
+               'rank_weights': warp.RANK_WEIGHTS, 'rank_estimate': warp.RANK_ESTIMATES}
+    for field, allowed in choices.items():
+      if getattr(self, field) not in allowed:
+        raise ValueError(f'{field}={getattr(self, field)!r} is not one of {allowed}')
+
+
+def init_state(key: jax.Array, num_features: int, cfg: StepConfig, dim: int,
+               adagrad_init: float = 0.1) -> TrainState:
+  key_init, key_steps = jax.random.split(key)
+  params = model.init_params(key_init, num_features, cfg.num_labels, dim, cfg.max_norm)
+  return TrainState(
+      step=jnp.zeros((), jnp.int32), params=params,
+      acc_V_d=row_optim.init_accumulator(num_features, cfg.optimizer, adagrad_init),
+      acc_W_Y=row_optim.init_accumulator(cfg.num_labels, cfg.optimizer, adagrad_init),
+      key=key_steps)
+
+
+def _sampled_pair_loss(cfg: StepConfig, state: TrainState, batch: dict):
+  """Draws negatives, finds violators and returns the gathered rows and a loss of them."""
+  V, W = state.params
+  key = jax.random.fold_in(state.key, state.step)
+  num_draws = 1 if cfg.loss == 'auc' else cfg.num_draws
+  neg_BxK = samplers.uniform_negatives(key, batch['pos_BxP'], batch['num_pos_B'],
+                                       cfg.num_labels, num_draws)
+  V_rows_BxFxD = V[batch['feat_idx_BxF']]
+  W_pos_BxD = W[batch['label_B']]
+  image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+  pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
+  neg_scores_BxK = model.score(image_BxD, W[neg_BxK], cfg.score)
+  if cfg.loss == 'auc':  # margin ranking against one uniform negative (Table 5 "AUC")
+    pick = warp.Violators(jnp.zeros_like(batch['label_B']), jnp.ones_like(pos_score_B),
+                          jnp.ones_like(batch['label_B']),
+                          neg_scores_BxK[:, 0] > pos_score_B - cfg.margin)
+  else:
+    pick = warp.find_violators(pos_score_B, neg_scores_BxK,
+                               cfg.num_labels - batch['num_pos_B'], cfg.num_labels,
+                               cfg.rank_weights, cfg.rank_estimate, cfg.margin)
+  viol_label_B = jnp.take_along_axis(neg_BxK, pick.index_B[:, None], 1)[:, 0]
+  weight_B = pick.weight_B * batch['weight_B']
+
+  def loss_fn(V_rows_BxFxD, W_pos_BxD, W_viol_BxD):  # eq. (9), summed over pairs
+    image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+    pos_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
+    viol_B = model.score(image_BxD, W_viol_BxD[:, None], cfg.score)[:, 0]
+    return jnp.sum(weight_B * warp.hinge(pos_B, viol_B, cfg.margin))
+
+  rows = (V_rows_BxFxD, W_pos_BxD, W[viol_label_B])
+  w_rows = jnp.concatenate([batch['label_B'], viol_label_B])
+  real_B = batch['weight_B'] > 0
+  stats = {'violator_found': jnp.sum(pick.found_B & real_B),
+           'draws_to_violator': jnp.sum(jnp.where(pick.found_B & real_B, pick.num_trials_B, 0)),
+           'pairs': jnp.sum(real_B)}
+  return loss_fn, rows, w_rows, stats
+
+
+def train_step(cfg: StepConfig, state: TrainState, batch: dict):
+  """One SGD step; touches only the batch's feature rows and label rows."""
+  V, W = state.params
+  feat_rows = batch['feat_idx_BxF'].reshape(-1)
+  if cfg.loss == 'exact':  # OWPC-SGD: every label scored, all violators updated
+    V_rows_BxFxD = V[batch['feat_idx_BxF']]
+    pos_mask_BxY = jnp.zeros((batch['label_B'].shape[0], cfg.num_labels + 1), bool)
+    pos_mask_BxY = pos_mask_BxY.at[jnp.arange(pos_mask_BxY.shape[0])[:, None],
+                                   batch['pos_BxP']].set(True)[:, :-1]
+
+    def loss_fn(V_rows_BxFxD, W_YxD):
+      image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+      scores_BxY = model.score_all(image_BxD, W_YxD, cfg.score)
+      per_pair = warp.exact_rank_loss(scores_BxY, batch['label_B'], pos_mask_BxY,
+                                      cfg.num_labels, cfg.rank_weights, cfg.margin)
+      return jnp.sum(batch['weight_B'] * per_pair)
+
+    loss, (gV, gW) = jax.value_and_grad(loss_fn, (0, 1))(V_rows_BxFxD, W)
+    w_rows, unique_w = jnp.arange(cfg.num_labels), True
+    stats = {'pairs': jnp.sum(batch['weight_B'] > 0)}
+  else:
+    loss_fn, rows, w_rows, stats = _sampled_pair_loss(cfg, state, batch)
+    loss, (gV, gW_pos, gW_viol) = jax.value_and_grad(loss_fn, (0, 1, 2))(*rows)
+    gW, unique_w = jnp.concatenate([gW_pos, gW_viol]), False
+
+  dim = V.shape[1]
+  opt = dict(learning_rate=cfg.learning_rate, optimizer=cfg.optimizer, max_norm=cfg.max_norm)
+  V, acc_V = row_optim.update_rows(V, state.acc_V_d, feat_rows, gV.reshape(-1, dim), **opt)
+  W, acc_W = row_optim.update_rows(W, state.acc_W_Y, w_rows, gW, unique=unique_w, **opt)
+  new_state = TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key)
+  return new_state, dict(stats, loss=loss)
+
+
+def make_train_step(cfg: StepConfig):
+  """The jitted step with the state donated (its tables are updated in place)."""
+  return jax.jit(lambda state, batch: train_step(cfg, state, batch), donate_argnums=0)

@@ -1,0 +1,170 @@
+"""The training loop: steps, validation and early stopping, checkpoints, summaries.
+
+Alg. 1's outer loop: repeat steps "until validation error does not improve",
+evaluating on a validation subset every so often (paper 000 §3), keeping the
+best checkpoint, and finally scoring the best one on the test split.
+"""
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import time
+
+import jax
+import ml_collections
+import numpy as np
+import logging
+
+from wsabie_jax import checkpointing, evaluation, step as step_lib
+from wsabie_jax.data import batching, load_splits
+from wsabie_jax.progress import Progress
+
+log = logging.getLogger('wsabie_jax')
+
+
+def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.StepConfig:
+  return step_lib.StepConfig(
+      num_labels=num_labels, loss=config.loss.kind, num_draws=config.loss.num_draws,
+      rank_weights=config.loss.rank_weights, rank_estimate=config.loss.rank_estimate,
+      margin=config.loss.margin, score=config.model.score, optimizer=config.optim.kind,
+      learning_rate=config.optim.learning_rate, max_norm=config.model.max_norm)
+
+
+def eval_kwargs(config, data) -> dict:
+  return dict(score=config.model.score, ks=tuple(config.eval.ks), batch_size=config.eval.batch_size,
+              chunk=config.eval.label_chunk, label_parents=data.label_parents, f1_k=config.eval.f1_k)
+
+
+class _Summaries:
+  """TensorBoard scalars under workdir/tensorboard (tensorboardX: no TensorFlow needed)."""
+
+  def __init__(self, workdir):
+    from tensorboardX import SummaryWriter
+    self.writer = SummaryWriter(str(pathlib.Path(workdir) / 'tensorboard'))
+
+  def scalars(self, step: int, values: dict, prefix: str):
+    for name, value in values.items():
+      self.writer.add_scalar(f'{prefix}/{name}', float(value), step)
+
+  def close(self):
+    self.writer.close()
+
+
+def _read_stats(stats: dict) -> dict:
+  s = jax.device_get(stats)
+  pairs = max(int(s['pairs']), 1)
+  out = {'loss': float(s['loss']) / pairs}
+  if 'violator_found' in s:
+    found = int(s['violator_found'])
+    out['violator_rate'] = found / pairs
+    out['draws_per_update'] = float(s['draws_to_violator']) / max(found, 1)
+  return out
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
+  """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json."""
+  workdir = pathlib.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
+  train, valid, test = load_splits(config.data)
+  log.info('data: %d train / %d valid / %d test images, %d labels, %d features; '
+               '%d examples skipped for empty label sets', train.num_images, valid.num_images,
+               test.num_images, train.num_labels, train.num_features, train.skipped_empty)
+  cfg = step_config(config, train.num_labels)
+  state = step_lib.init_state(jax.random.PRNGKey(config.seed), train.num_features, cfg,
+                              config.model.dim, config.optim.adagrad_init)
+  ckpts = checkpointing.Checkpoints(workdir)
+  record = {'best_metric': -math.inf, 'best_step': -1, 'evals_without_improvement': 0,
+            'train_seconds': 0.0, 'step_seconds': 0.0, 'stopped': ''}
+  restored = ckpts.restore(ckpts.latest, state)
+  if restored is not None:
+    state, record = restored
+    log.info('resumed from step %d (%s)', int(state.step), record)
+
+  stream = batching.PairStream(train, batching.pad_images(train), config.train.batch_size,
+                               config.seed)
+  steps_per_epoch = math.ceil(stream.num_pairs / config.train.batch_size)
+  total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
+  padded_valid = batching.pad_images(valid)
+  ev = eval_kwargs(config, train)
+  summaries = _Summaries(workdir)
+  train_step = step_lib.make_train_step(cfg)
+  start_step = int(state.step)
+  progress = Progress(total_steps, config.train.batch_size)
+  metric = config.train.select_metric
+
+  def validate(state):
+    val = evaluation.evaluate_params(state.params, padded_valid, limit=config.train.eval_subset, **ev)
+    summaries.scalars(int(state.step), val, 'valid')
+    if val[metric] > record['best_metric']:
+      record.update(best_metric=val[metric], best_step=int(state.step), evals_without_improvement=0)
+      ckpts.save(ckpts.best, state, record)
+    else:
+      record['evals_without_improvement'] += 1
+    log.info('step %d: valid %s %.4f (best %.4f at step %d)', int(state.step), metric,
+                 val[metric], record['best_metric'], record['best_step'])
+    return record['evals_without_improvement'] >= config.train.patience
+
+  # Wall-clock covers the whole loop; step time leaves out compilation,
+  # validation and checkpointing, so examples/s measures the steps alone.
+  t_loop = time.perf_counter()
+  prior_seconds, overhead = record['train_seconds'], 0.0
+  pending = None
+  batches = batching.prefetch(stream.batch(s) for s in range(start_step, total_steps))
+  for step in range(start_step + 1, total_steps + 1):
+    if record['stopped']:
+      break
+    t0 = time.perf_counter()
+    state, stats = train_step(state, next(batches))
+    if step == start_step + 1:
+      jax.block_until_ready(state)
+      overhead += time.perf_counter() - t0  # compilation
+    if pending is not None and step % config.train.log_every_steps == 0:
+      scalars = _read_stats(pending)  # one step late: the device never waits on the host
+      summaries.scalars(step - 1, scalars, 'train')
+      progress.update(step, **scalars)
+    pending = stats
+    elapsed = time.perf_counter() - t_loop
+    stop = ''
+    if config.train.max_seconds and prior_seconds + elapsed >= config.train.max_seconds:
+      stop = 'max_seconds'
+    t0 = time.perf_counter()
+    if step % config.train.eval_every_steps == 0 or step == total_steps or stop:
+      if validate(state):
+        stop = stop or 'early_stopping'
+    if step % config.train.checkpoint_every_steps == 0 or step == total_steps or stop:
+      jax.block_until_ready(state)
+      overhead += time.perf_counter() - t0
+      elapsed = time.perf_counter() - t_loop
+      record.update(train_seconds=prior_seconds + elapsed, stopped=stop,
+                    step_seconds=record['step_seconds'] + elapsed - overhead,
+                    data_position=stream.position(step))
+      t_loop, prior_seconds, overhead = time.perf_counter(), record['train_seconds'], 0.0
+      ckpts.save(ckpts.latest, state, record)
+      overhead += time.perf_counter() - t_loop
+    else:
+      overhead += time.perf_counter() - t0
+    if stop:
+      log.info('stopping at step %d: %s', step, stop)
+      break
+  batches.close()
+  progress.close()
+
+  best = ckpts.restore(ckpts.best, state)
+  best_state = best[0] if best is not None else state
+  result = evaluation.evaluate_params(best_state.params, batching.pad_images(test), **ev)
+  pairs_done = int(jax.device_get(state.step)) * config.train.batch_size
+  result.update(
+      steps=int(jax.device_get(state.step)), best_step=record['best_step'],
+      **{f'valid_{metric}': record['best_metric']},
+      train_seconds=record['train_seconds'],
+      train_examples_per_sec=pairs_done / max(record['step_seconds'], 1e-9),
+      stopped=record['stopped'] or 'completed', epochs=pairs_done / stream.num_pairs,
+      skipped_empty=train.skipped_empty + test.skipped_empty)
+  summaries.scalars(result['steps'], {k: v for k, v in result.items()
+                                      if isinstance(v, (int, float))}, 'test')
+  summaries.close()
+  ckpts.close()
+  (workdir / 'metrics.json').write_text(json.dumps(result, indent=2, sort_keys=True))
+  return result
