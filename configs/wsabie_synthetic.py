@@ -26,6 +26,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       group_size=8, zipf=1.0, signal=0.5, words_per_label=16, sibling_share=0.5,
       sibling_labels=0.5, seed=0))
   c.data.normalize = 'l2'
+  c.data.bias_feature = 0.0   # > 0: a constant extra feature (a learnt label prior)
   c.data.validation_fraction = 0.1
   c.data.split_seed = 0
 

@@ -15,10 +15,11 @@ OPTIMIZERS = ('sgd', 'adagrad')
 
 
 def init_accumulator(num_rows: int, optimizer: str, initial_value: float) -> jax.Array:
-  """Adagrad keeps one scalar per row (as LightFM); SGD keeps nothing."""
+  """Adagrad keeps one scalar per row; SGD keeps a 1-element placeholder
+  (checkpoints cannot hold zero-size arrays)."""
   if optimizer not in OPTIMIZERS:
     raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
-  size = num_rows if optimizer == 'adagrad' else 0
+  size = num_rows if optimizer == 'adagrad' else 1
   return jnp.full((size,), initial_value, jnp.float32)
 
 

@@ -16,7 +16,7 @@ import ml_collections
 import numpy as np
 import logging
 
-from wsabie_jax import checkpointing, evaluation, step as step_lib
+from wsabie_jax import checkpointing, evaluation, step as step_lib, workdir as workdir_lib
 from wsabie_jax.data import batching, load_splits
 from wsabie_jax.progress import Progress
 
@@ -71,6 +71,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   log.info('data: %d train / %d valid / %d test images, %d labels, %d features; '
                '%d examples skipped for empty label sets', train.num_images, valid.num_images,
                test.num_images, train.num_labels, train.num_features, train.skipped_empty)
+  workdir_lib.save_vocabulary(workdir, train)
   cfg = step_config(config, train.num_labels)
   state = step_lib.init_state(jax.random.PRNGKey(config.seed), train.num_features, cfg,
                               config.model.dim, config.optim.adagrad_init)
@@ -153,7 +154,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
 
   best = ckpts.restore(ckpts.best, state)
   best_state = best[0] if best is not None else state
-  result = evaluation.evaluate_params(best_state.params, batching.pad_images(test), **ev)
+  padded_test = batching.pad_images(test)
+  result = evaluation.evaluate_params(best_state.params, padded_test, **ev)
+  baseline = evaluation.evaluate_frequency_baseline(train.label_frequencies(), padded_test, **ev)
+  result.update({f'freq_{k}': v for k, v in baseline.items() if k != 'num_images'})
   pairs_done = int(jax.device_get(state.step)) * config.train.batch_size
   result.update(
       steps=int(jax.device_get(state.step)), best_step=record['best_step'],

@@ -32,6 +32,14 @@ def read_split(cfg, path, like: SparseDataset | None = None, skip_empty: bool = 
   raise ValueError(f'config.data.kind={cfg.kind!r} is not a file format ({KINDS})')
 
 
+def preprocess(ds: SparseDataset, cfg) -> SparseDataset:
+  """Feature normalisation, then the optional constant bias feature."""
+  ds = dataset.normalize(ds, cfg.normalize)
+  if cfg.get('bias_feature', 0.0):
+    ds = dataset.add_bias_feature(ds, cfg.bias_feature)
+  return ds
+
+
 def load_splits(cfg):
   """(train, valid, test) from config.data; valid is carved from train."""
   if cfg.kind == 'synthetic':
@@ -46,7 +54,6 @@ def load_splits(cfg):
       raise DataError(cfg.test_path, None, 'features or labels differ from the training file')
   else:
     raise ValueError(f'config.data.kind={cfg.kind!r} is not one of {KINDS}')
-  train = dataset.normalize(train, cfg.normalize)
-  test = dataset.normalize(test, cfg.normalize)
+  train, test = preprocess(train, cfg), preprocess(test, cfg)
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
   return train, valid, test

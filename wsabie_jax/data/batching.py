@@ -123,7 +123,8 @@ def prefetch(batches: Iterator[dict], size: int = 2, sharding=None) -> Iterator[
     except Exception as e:  # surfaced in the consumer, not lost in the thread
       put(e)
 
-  threading.Thread(target=work, daemon=True).start()
+  worker = threading.Thread(target=work, daemon=True)
+  worker.start()
   try:
     while (item := q.get()) is not done:
       if isinstance(item, Exception):
@@ -131,6 +132,7 @@ def prefetch(batches: Iterator[dict], size: int = 2, sharding=None) -> Iterator[
       yield item
   finally:
     stop.set()
+    worker.join()  # a daemon killed inside a transfer at exit aborts the process
 
 
 def eval_batches(padded: PaddedImages, batch_size: int, limit: int | None = None):

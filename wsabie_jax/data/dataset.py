@@ -14,7 +14,7 @@ class DataError(ValueError):
   """Bad input, with the file and line it came from."""
 
   def __init__(self, path, line: int | None, message: str):
-    where = f'{path}:{line}' if line is not None else f'{path}'
+    where = f'{path}, line {line}' if line is not None else f'{path}'
     super().__init__(f'{where}: {message}')
 
 
@@ -99,3 +99,15 @@ def normalize(ds: SparseDataset, kind: str) -> SparseDataset:
   sq = np.where(sq > 0, sq, 1.0)
   scale = np.repeat(1.0 / np.sqrt(sq), lengths)
   return dataclasses.replace(ds, feat_val=(ds.feat_val * scale).astype(np.float32))
+
+
+def add_bias_feature(ds: SparseDataset, value: float) -> SparseDataset:
+  """Appends feature id d with `value` to every image: its row of V acts as a
+  learnt label prior (W_i · V_bias), the embedding form of a label bias."""
+  n = ds.num_images
+  ends = ds.feat_indptr[1:]
+  feat_idx = np.insert(ds.feat_idx, ends, ds.num_features)
+  feat_val = np.insert(ds.feat_val, ends, np.float32(value))
+  return dataclasses.replace(ds, feat_idx=feat_idx.astype(np.int32), feat_val=feat_val,
+                             feat_indptr=ds.feat_indptr + np.arange(n + 1),
+                             num_features=ds.num_features + 1)

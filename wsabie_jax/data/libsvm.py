@@ -74,3 +74,13 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
   elif max_label >= len(label_names):
     raise DataError(path, None, f'label id {max_label} has no name ({len(label_names)} names given)')
   return from_lists(features, labels, num_features, label_names, skipped_empty=skipped)
+
+
+def write_libsvm(ds: SparseDataset, path, feature_base: int = 0):
+  """Writes `ds` in the format read_libsvm reads (with the XMC header line)."""
+  with open(path, 'w', encoding='utf-8') as f:
+    f.write(f'{ds.num_images} {ds.num_features} {ds.num_labels}\n')
+    for i in range(ds.num_images):
+      ids, vals = ds.features(i)
+      feats = ' '.join(f'{j + feature_base}:{v:.6g}' for j, v in zip(ids, vals))
+      f.write(','.join(map(str, ds.labels(i))) + ' ' + feats + '\n')

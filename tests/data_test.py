@@ -1,0 +1,163 @@
+"""Readers (Mulan, libsvm), their errors, the synthetic generator and batching."""
+import os
+import textwrap
+
+import numpy as np
+import pytest
+
+from wsabie_jax.data import DataError, batching, dataset, libsvm, mulan, synthetic
+
+SHARED_COREL = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data', 'corel5k')
+
+XML = """<?xml version="1.0" encoding="utf-8"?>
+<labels xmlns="http://mulan.sourceforge.net/labels">
+<label name="sky"></label>
+<label name="animal"><label name="cat"></label><label name="dog"></label></label>
+</labels>
+"""
+HEADER = """@relation toy
+@attribute f0 numeric
+@attribute 'f 1' numeric
+@attribute sky {0,1}
+@attribute f2 numeric
+@attribute animal {0,1}
+@attribute cat {0,1}
+@attribute dog {0,1}
+@data
+"""
+
+
+def _write(tmp_path, name, text):
+  path = tmp_path / name
+  path.write_text(textwrap.dedent(text))
+  return str(path)
+
+
+def test_mulan_sparse_and_dense_agree(tmp_path):
+  xml = _write(tmp_path, 'l.xml', XML)
+  sparse = _write(tmp_path, 's.arff', HEADER + '{0 0.5,2 1,3 2}\n{1 1,5 1,6 1}\n{0 1}\n% c\n{4 1,3 -1}\n')
+  dense = _write(tmp_path, 'd.arff', HEADER + '0.5,0,1,2,0,0,0\n0,1,0,0,0,1,1\n1,0,0,0,0,0,0\n0,0,0,-1,1,0,0\n')
+  for path in (sparse, dense):
+    ds = mulan.read_arff(path, xml)
+    assert ds.label_names == ['sky', 'animal', 'cat', 'dog']
+    assert ds.num_features == 3 and ds.num_images == 3 and ds.skipped_empty == 1
+    np.testing.assert_array_equal(ds.features(0)[0], [0, 2])
+    np.testing.assert_allclose(ds.features(0)[1], [0.5, 2.0])
+    np.testing.assert_array_equal(ds.labels(1), [2, 3])
+    np.testing.assert_array_equal(ds.features(2)[0], [2])
+    np.testing.assert_array_equal(ds.labels(2), [1])
+    # Nested labels in the XML are a hierarchy: cat and dog are siblings.
+    np.testing.assert_array_equal(ds.label_parents[:, 0], [-1, -1, 1, 1])
+
+
+@pytest.mark.parametrize('row,message', [
+    ('{0 0.5,2 1', 'line 10: sparse row does not end'),
+    ('{0 x}', "line 10: attribute 0: 'x' is not a number"),
+    ('{9 1}', 'line 10: attribute index 9 out of range'),
+    ('{0 nan,2 1}', 'line 10: attribute 0: value .* is not finite'),
+    ('{2 3}', 'line 10: label attributes must be 0 or 1'),
+    ('1,2,3', 'line 10: dense row has 3 values, expected 7'),
+])
+def test_mulan_errors_name_file_and_line(tmp_path, row, message):
+  xml = _write(tmp_path, 'l.xml', XML)
+  path = _write(tmp_path, 'bad.arff', HEADER + row + '\n')
+  with pytest.raises(DataError, match=f'bad.arff, {message}'):
+    mulan.read_arff(path, xml)
+
+
+def test_mulan_label_missing_from_arff(tmp_path):
+  xml = _write(tmp_path, 'l.xml', XML.replace('"dog"', '"wolf"'))
+  path = _write(tmp_path, 'x.arff', HEADER + '{0 1}\n')
+  with pytest.raises(DataError, match=r"x.arff, line 9: labels from .* missing as attributes: \['wolf'\]"):
+    mulan.read_arff(path, xml)
+
+
+def test_libsvm_reader(tmp_path):
+  path = _write(tmp_path, 'x.txt', """\
+      4 6 3
+      0,2 1:0.5 4:2
+      1 0:1
+       3:1
+      2,2 5:1.5
+      """)
+  ds = libsvm.read_libsvm(path)
+  assert (ds.num_images, ds.num_features, ds.num_labels, ds.skipped_empty) == (3, 6, 3, 1)
+  np.testing.assert_array_equal(ds.labels(0), [0, 2])
+  np.testing.assert_array_equal(ds.labels(2), [2])  # repeated label deduplicated
+  np.testing.assert_allclose(ds.features(0)[1], [0.5, 2.0])
+  one_based = _write(tmp_path, 'y.txt', '1 1:1 6:2\n')
+  np.testing.assert_array_equal(libsvm.read_libsvm(one_based, feature_base=1).features(0)[0], [0, 5])
+
+
+@pytest.mark.parametrize('line,message', [
+    ('0,a 1:1', "line 2: labels '0,a' are not"),
+    ('0 1-1', "line 2: feature '1-1' is not"),
+    ('0 1:x', "line 2: feature '1:x': value is not a number"),
+    ('0 1:inf', "line 2: feature '1:inf': value is not finite"),
+    ('0 7:1', 'line 2: feature id 7 out of range'),
+    ('5 1:1', r'line 2: label id out of range \[0, 3\)'),
+])
+def test_libsvm_errors_name_file_and_line(tmp_path, line, message):
+  path = _write(tmp_path, 'bad.txt', '1 6 3\n' + line + '\n')
+  with pytest.raises(DataError, match=f'bad.txt, {message}'):
+    libsvm.read_libsvm(path)
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED_COREL), reason='../shared/data/corel5k not present')
+def test_corel5k_shape():
+  ds = mulan.read_arff(os.path.join(SHARED_COREL, 'Corel5k-test-sparse.arff'),
+                       os.path.join(SHARED_COREL, 'Corel5k.xml'))
+  assert (ds.num_images + ds.skipped_empty, ds.num_labels, ds.num_features) == (500, 374, 499)
+
+
+def test_synthetic_is_deterministic_with_planted_siblings():
+  spec = synthetic.SyntheticSpec(num_labels=50, num_features=200, nnz=10, seed=3)
+  a = synthetic.generate(spec, 300)
+  b = synthetic.generate(spec, 300)
+  np.testing.assert_array_equal(a.feat_idx, b.feat_idx)
+  np.testing.assert_array_equal(a.label_idx, b.label_idx)
+  c = synthetic.generate(spec, 300, split='test')
+  assert not np.array_equal(a.label_idx[:50], c.label_idx[:50])
+  assert a.label_parents.shape == (50, 1)
+  assert np.bincount(a.label_parents[:, 0]).max() <= spec.group_size
+  # Extra labels are siblings half of the time: far above chance co-occurrence.
+  same_parent = [len(set(a.label_parents[a.labels(i), 0])) < len(a.labels(i))
+                 for i in range(300) if len(a.labels(i)) > 1]
+  assert np.mean(same_parent) > 0.3
+  freq = np.sort(a.label_frequencies())[::-1]
+  assert freq[0] > 5 * max(freq[25], 1)  # Zipf head
+
+
+def test_split_normalize_and_padding():
+  spec = synthetic.SyntheticSpec(num_labels=30, num_features=100, nnz=8)
+  ds = dataset.normalize(synthetic.generate(spec, 100), 'l2')
+  norms = np.sqrt(np.bincount(np.repeat(np.arange(100), np.diff(ds.feat_indptr)), ds.feat_val ** 2))
+  np.testing.assert_allclose(norms, 1.0, rtol=1e-5)
+  train, valid = dataset.split_validation(ds, 0.2, seed=0)
+  assert (train.num_images, valid.num_images) == (80, 20)
+  padded = batching.pad_images(valid)
+  for i in range(valid.num_images):
+    n = len(valid.features(i)[0])
+    np.testing.assert_array_equal(padded.feat_idx_nxF[i, :n], valid.features(i)[0])
+    assert np.all(padded.feat_val_nxF[i, n:] == 0)
+    m = padded.num_pos_n[i]
+    np.testing.assert_array_equal(padded.pos_nxP[i, :m], valid.labels(i))
+    assert np.all(padded.pos_nxP[i, m:] == 30)
+
+
+def test_pair_stream_covers_every_pair_each_epoch_and_is_deterministic():
+  spec = synthetic.SyntheticSpec(num_labels=30, num_features=100, nnz=8)
+  ds = synthetic.generate(spec, 50)
+  stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=7, seed=1)
+  n = stream.num_pairs
+  steps = -(-2 * n // 7)
+  ids = np.concatenate([stream.pair_ids(s) for s in range(steps)])
+  np.testing.assert_array_equal(np.sort(ids[:n]), np.arange(n))
+  np.testing.assert_array_equal(np.sort(ids[n:2 * n]), np.arange(n))
+  again = batching.PairStream(ds, batching.pad_images(ds), batch_size=7, seed=1)
+  np.testing.assert_array_equal(again.pair_ids(steps - 1), stream.pair_ids(steps - 1))
+  batch = stream.batch(3)
+  for b in range(7):
+    assert batch['label_B'][b] in batch['pos_BxP'][b]
+  assert stream.position(steps) == {'pairs_consumed': 7 * steps, 'epoch': 7 * steps // n,
+                                    'offset_in_epoch': 7 * steps % n}

@@ -1,0 +1,125 @@
+"""Every metric against a brute-force numpy reference that sorts all labels."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from wsabie_jax import evaluation, metrics
+from wsabie_jax.data import batching, dataset
+
+Y, D, B, P = 23, 3, 17, 4
+
+
+def _problem(seed=0):
+  """Integer-valued embeddings so that many scores tie exactly; duplicate label rows."""
+  rng = np.random.default_rng(seed)
+  W = rng.integers(-2, 3, (Y, D)).astype(np.float32)
+  W[5] = W[11]  # exact duplicates tie for every image
+  W[19] = W[2]
+  image = rng.integers(-2, 3, (B, D)).astype(np.float32)
+  pos = np.full((B, P), -1, np.int32)
+  for b in range(B):
+    n = rng.integers(1, P + 1)
+    pos[b, :n] = np.sort(rng.choice(Y, n, replace=False))
+  pos[0, :2] = [5, 11]  # positives tied with each other
+  parents = rng.integers(-1, 6, (Y, 2)).astype(np.int32)
+  return W, image, pos, parents
+
+
+def _reference(W, image, pos, parents, ks):
+  S = np.eye(Y, dtype=bool)
+  for i in range(Y):
+    for j in range(Y):
+      S[i, j] |= bool(set(parents[i][parents[i] >= 0]) & set(parents[j][parents[j] >= 0]))
+  out = {m: [] for m in [f'p@{k}' for k in ks] + [f'r@{k}' for k in ks] + [f'psib@{k}' for k in ks]
+         + ['ap', 'auc', 'mean_rank']}
+  tops = []
+  for b in range(B):
+    s = image[b] @ W.T
+    ranked = np.lexsort((np.arange(Y), -s))  # score descending, then lower id first
+    tops.append(ranked)
+    P_b = set(pos[b][pos[b] >= 0].tolist())
+    for k in ks:
+      hits = len(P_b & set(ranked[:k].tolist()))
+      out[f'p@{k}'].append(hits / k)
+      out[f'r@{k}'].append(hits / len(P_b))
+      out[f'psib@{k}'].append(sum(max(S[ranked[i], y] for y in P_b) for i in range(k)) / k)
+    hits, precs = 0, []
+    for position, label in enumerate(ranked, 1):
+      if label in P_b:
+        hits += 1
+        precs.append(hits / position)
+    out['ap'].append(np.mean(precs))
+    place = {label: i for i, label in enumerate(ranked)}
+    negs = [n for n in range(Y) if n not in P_b]
+    out['auc'].append(np.mean([place[p] < place[n] for p in P_b for n in negs]))
+    out['mean_rank'].append(np.mean([place[p] + 1 for p in P_b]))
+  return {k: np.array(v) for k, v in out.items()}, np.array(tops)
+
+
+@pytest.mark.parametrize('chunk', [7, 23, 64])
+def test_rank_and_top_k_and_per_image_metrics_match_brute_force(chunk):
+  W, image, pos, parents = _problem()
+  ks = (1, 3, 5)
+  want, tops = _reference(W, image, pos, parents, ks)
+  ranks, top, _ = metrics.rank_and_top_k(jnp.asarray(image), jnp.asarray(W), jnp.asarray(pos),
+                                         k=5, score_kind='dot', chunk=chunk)
+  np.testing.assert_array_equal(np.asarray(top), tops[:, :5])
+  got = metrics.per_image_metrics(np.asarray(ranks), np.asarray(top), Y, ks, parents, pos)
+  for name, values in want.items():
+    np.testing.assert_allclose(got[name], values, rtol=1e-6, err_msg=name)
+
+
+def test_class_counts_precision_recall_f1():
+  rng = np.random.default_rng(1)
+  top = np.stack([rng.choice(Y, 3, replace=False) for _ in range(B)])
+  pos = np.full((B, P), -1, np.int32)
+  for b in range(B):
+    n = rng.integers(1, P + 1)
+    pos[b, :n] = rng.choice(Y, n, replace=False)
+  counts = metrics.ClassCounts(Y)
+  counts.add(top[:9], pos[:9])
+  counts.add(top[9:], pos[9:])
+  got = counts.summary(3)
+  tp, pred, actual = np.zeros(Y), np.zeros(Y), np.zeros(Y)
+  for b in range(B):
+    P_b = set(pos[b][pos[b] >= 0].tolist())
+    for c in range(Y):
+      pred[c] += c in top[b]
+      actual[c] += c in P_b
+      tp[c] += (c in top[b]) and (c in P_b)
+  present = actual > 0
+  p_c = np.where(pred > 0, tp / np.maximum(pred, 1), 0)
+  r_c = tp / np.maximum(actual, 1)
+  f_c = np.where(p_c + r_c > 0, 2 * p_c * r_c / np.maximum(p_c + r_c, 1e-12), 0)
+  assert got['class_p@3'] == pytest.approx(p_c[present].mean())
+  assert got['class_r@3'] == pytest.approx(r_c[present].mean())
+  assert got['class_f1@3'] == pytest.approx(f_c[present].mean())
+  P_o, R_o = tp.sum() / pred.sum(), tp.sum() / actual.sum()
+  assert got['overall_p@3'] == pytest.approx(P_o)
+  assert got['overall_f1@3'] == pytest.approx(2 * P_o * R_o / (P_o + R_o))
+
+
+def test_evaluate_ranking_averages_over_real_images_only():
+  """Batches are padded to a fixed size; the padding must not count."""
+  W, image, pos, parents = _problem(2)
+  feats = [(np.array([b]), np.array([1.0])) for b in range(B)]
+  labels = [p[p >= 0] for p in pos]
+  ds = dataset.from_lists(feats, labels, B, [str(i) for i in range(Y)])
+  padded = batching.pad_images(ds)
+  V = jnp.asarray(image)  # image b is feature b with value 1: V x = image[b]
+  got = evaluation.evaluate_ranking(lambda i, v: evaluation.embed(V, i, v), jnp.asarray(W),
+                                    padded, ks=(1, 3), batch_size=5, chunk=8, f1_k=3)
+  want, _ = _reference(W, image, pos, parents, (1, 3))
+  assert got['num_images'] == B
+  for name in ('p@1', 'p@3', 'r@3', 'auc', 'mean_rank'):
+    assert got[name] == pytest.approx(want[name].mean()), name
+  assert got['map'] == pytest.approx(want['ap'].mean())
+
+
+def test_frequency_baseline_predicts_most_frequent_labels():
+  feats = [(np.array([0]), np.array([1.0]))] * 4
+  labels = [np.array([2]), np.array([2, 0]), np.array([1]), np.array([2])]
+  ds = dataset.from_lists(feats, labels, 1, ['a', 'b', 'c'])
+  got = evaluation.evaluate_frequency_baseline(ds.label_frequencies(), batching.pad_images(ds),
+                                               ks=(1,), f1_k=1)
+  assert got['p@1'] == pytest.approx(3 / 4)  # label 2 is predicted first for everyone

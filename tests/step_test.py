@@ -1,0 +1,139 @@
+"""The jitted step against a slow per-pair numpy reference of Alg. 1's update."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from wsabie_jax import model, samplers, step as step_lib
+
+D, d, Y, F, P, B, K = 4, 12, 9, 3, 2, 6, 5
+
+
+def _tiny_batch(seed=0):
+  rng = np.random.default_rng(seed)
+  feat_idx = np.stack([rng.choice(d, F, replace=False) for _ in range(B)]).astype(np.int32)
+  feat_val = rng.uniform(0.2, 1.0, (B, F)).astype(np.float32)
+  feat_val[0, 2] = 0.0  # a padded slot
+  pos = np.full((B, P), Y, np.int32)
+  num_pos = rng.integers(1, P + 1, B).astype(np.int32)
+  label = np.empty(B, np.int32)
+  for b in range(B):
+    pos[b, :num_pos[b]] = np.sort(rng.choice(Y, num_pos[b], replace=False))
+    label[b] = pos[b, rng.integers(num_pos[b])]
+  return {'feat_idx_BxF': feat_idx, 'feat_val_BxF': feat_val, 'label_B': label,
+          'pos_BxP': pos, 'num_pos_B': num_pos, 'weight_B': np.ones(B, np.float32)}
+
+
+def _reference_update(cfg, state, batch):
+  """Per pair: first violator among the same draws, eq. (9)'s gradient; summed; projected."""
+  V, W = (np.asarray(x, np.float64) for x in state.params)
+  key = jax.random.fold_in(state.key, state.step)
+  neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
+                                              jnp.asarray(batch['num_pos_B']), Y, cfg.num_draws))
+  gV, gW = np.zeros_like(V), np.zeros_like(W)
+  acc_V, acc_W = np.asarray(state.acc_V_d, np.float64), np.asarray(state.acc_W_Y, np.float64)
+  for b in range(B):
+    idx, val, y = batch['feat_idx_BxF'][b], batch['feat_val_BxF'][b], batch['label_B'][b]
+    x = val @ V[idx]
+
+    def f(i):
+      if cfg.score == 'dot':
+        return W[i] @ x
+      return -np.sum((W[i] - x) ** 2)
+
+    def df_dw(i):  # ∂f_i/∂W_i and ∂f_i/∂x
+      return (x, W[i]) if cfg.score == 'dot' else (2 * (x - W[i]), 2 * (W[i] - x))
+
+    num_neg = Y - batch['num_pos_B'][b]
+    for n, ybar in enumerate(neg[b][:min(cfg.num_draws, num_neg)], 1):
+      if f(ybar) > f(y) - 1:  # Alg. 1 line 11
+        weight = np.sum(1.0 / np.arange(1, num_neg // n + 1))  # L(⌊(Y−1)/N⌋), α_j = 1/j
+        dw_ybar, dx_ybar = df_dw(ybar)
+        dw_y, dx_y = df_dw(y)
+        gW[ybar] += weight * dw_ybar
+        gW[y] -= weight * dw_y
+        gx = weight * (dx_ybar - dx_y)
+        for j, v in zip(idx, val):
+          gV[j] += v * gx
+        break
+  new = []
+  for table, grad, acc, rows in ((V, gV, acc_V, np.unique(batch['feat_idx_BxF'])),
+                                 (W, gW, acc_W, None)):
+    table = table.copy()
+    # Every row the batch could touch: projecting an in-ball row changes nothing.
+    touched = rows if rows is not None else np.union1d(batch['label_B'], neg)
+    for r in touched:
+      if cfg.optimizer == 'sgd':
+        table[r] -= cfg.learning_rate * grad[r]
+      else:
+        acc[r] += np.mean(grad[r] ** 2)
+        table[r] -= cfg.learning_rate * grad[r] / (np.sqrt(acc[r]) + 1e-10)
+      table[r] *= min(1.0, cfg.max_norm / np.linalg.norm(table[r]))
+    new.append(table)
+  return new
+
+
+@pytest.mark.parametrize('score,optimizer', [('dot', 'sgd'), ('neg_sq_euclidean', 'sgd'),
+                                             ('dot', 'adagrad')])
+def test_step_matches_slow_reference(score, optimizer):
+  cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, score=score, optimizer=optimizer,
+                            learning_rate=0.3, max_norm=0.8)
+  state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg, D)
+  # Larger initial rows (still in the ball, as training keeps them) so that
+  # some pairs find a violator and some do not.
+  state = state._replace(params=model.Params(*(model.project_rows(p * 4, 0.8) for p in state.params)))
+  batch = _tiny_batch()
+  want_V, want_W = _reference_update(cfg, state, batch)
+  new_state, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
+  np.testing.assert_allclose(new_state.params.V_dxD, want_V, atol=1e-5)
+  np.testing.assert_allclose(new_state.params.W_YxD, want_W, atol=1e-5)
+  assert 0 < int(stats['violator_found']) <= B
+  assert int(new_state.step) == 1
+
+
+def test_projection_keeps_touched_rows_in_ball_and_leaves_others():
+  cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, learning_rate=50.0, max_norm=0.5)
+  state = step_lib.init_state(jax.random.PRNGKey(2), d, cfg, D)
+  before = jax.tree.map(np.asarray, state.params)
+  batch = _tiny_batch(1)
+  state, _ = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
+  for table in state.params:
+    assert np.all(np.linalg.norm(np.asarray(table), axis=1) <= 0.5 + 1e-5)
+  untouched = np.setdiff1d(np.arange(d), batch['feat_idx_BxF'])
+  np.testing.assert_array_equal(np.asarray(state.params.V_dxD)[untouched], before.V_dxD[untouched])
+  assert not np.allclose(np.asarray(state.params.V_dxD), before.V_dxD)
+
+
+def test_padding_pairs_do_not_update():
+  cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, learning_rate=1.0)
+  state = step_lib.init_state(jax.random.PRNGKey(3), d, cfg, D)
+  before = jax.tree.map(np.asarray, state.params)
+  batch = dict(_tiny_batch(2), weight_B=np.zeros(B, np.float32))
+  state, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
+  np.testing.assert_allclose(np.asarray(state.params.W_YxD), before.W_YxD, atol=1e-7)
+  assert int(stats['pairs']) == 0
+
+
+@pytest.mark.parametrize('loss', ['exact', 'auc'])
+def test_reference_losses_reduce_exact_rank_loss(loss):
+  """OWPC-SGD and AUC steps lower eq. (6)'s exact loss on a fixed batch."""
+  from wsabie_jax import warp
+  cfg = step_lib.StepConfig(num_labels=Y, loss=loss, num_draws=K, learning_rate=0.05, max_norm=3.0)
+  state = step_lib.init_state(jax.random.PRNGKey(4), d, cfg, D)
+  batch = jax.device_put(_tiny_batch(3))
+  mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], batch['pos_BxP']].set(True)[:, :-1]
+
+  def exact_loss(params):
+    x = model.embed_images(params.V_dxD[batch['feat_idx_BxF']], batch['feat_val_BxF'])
+    return float(jnp.sum(warp.exact_rank_loss(x @ params.W_YxD.T, batch['label_B'], mask, Y)))
+
+  before = exact_loss(state.params)
+  step = step_lib.make_train_step(cfg)
+  for _ in range(30):
+    state, _ = step(state, batch)
+  assert exact_loss(state.params) < 0.8 * before
+
+
+def test_bad_config_names_the_field():
+  with pytest.raises(ValueError, match='loss='):
+    step_lib.StepConfig(num_labels=3, loss='warpp')

@@ -1,0 +1,66 @@
+"""The training loop: resume is exact, early stopping and the time budget stop it."""
+import json
+
+import jax
+import numpy as np
+
+from configs import wsabie_synthetic
+from wsabie_jax import checkpointing, step as step_lib, train
+
+
+def _tiny_config(**train_overrides):
+  c = wsabie_synthetic.get_config('small')
+  c.data.num_train, c.data.num_test = 600, 100
+  c.data.synthetic.num_labels, c.data.synthetic.num_features = 40, 200
+  c.model.dim = 8
+  c.train.batch_size = 16
+  c.train.eval_subset = 50
+  c.train.log_every_steps = 5
+  for k, v in train_overrides.items():
+    c.train[k] = v
+  return c
+
+
+def _latest_state(workdir, config):
+  cfg = train.step_config(config, config.data.synthetic.num_labels)
+  like = step_lib.init_state(jax.random.PRNGKey(0), config.data.synthetic.num_features, cfg,
+                             config.model.dim)
+  ckpts = checkpointing.Checkpoints(workdir)
+  state, record = ckpts.restore(ckpts.latest, like)
+  ckpts.close()
+  return state, record
+
+
+def test_resume_gives_identical_parameters(tmp_path):
+  """N steps in one go == N/2 steps, stop, resume, N/2 more (same data, same RNG)."""
+  overrides = dict(eval_every_steps=7, checkpoint_every_steps=1000, patience=100)
+  one_go = _tiny_config(max_steps=24, **overrides)
+  train.train_and_evaluate(one_go, tmp_path / 'a')
+  half = _tiny_config(max_steps=12, **overrides)
+  train.train_and_evaluate(half, tmp_path / 'b')
+  _, record = _latest_state(tmp_path / 'b', half)
+  assert record['data_position']['pairs_consumed'] == 12 * 16
+  metrics = train.train_and_evaluate(one_go, tmp_path / 'b')
+  assert metrics['steps'] == 24
+  a, _ = _latest_state(tmp_path / 'a', one_go)
+  b, record = _latest_state(tmp_path / 'b', one_go)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  assert record['data_position']['pairs_consumed'] == 24 * 16
+
+
+def test_early_stopping_keeps_best_checkpoint(tmp_path):
+  # A learning rate this large wrecks the model after the first evaluations.
+  c = _tiny_config(eval_every_steps=5, patience=2, num_epochs=50)
+  c.optim.kind, c.optim.learning_rate = 'sgd', 30.0
+  metrics = train.train_and_evaluate(c, tmp_path)
+  assert metrics['stopped'] == 'early_stopping'
+  assert metrics['steps'] < 50 * 600 // 16
+  saved = json.loads((tmp_path / 'metrics.json').read_text())
+  assert saved['best_step'] <= saved['steps'] - 2 * 5
+
+
+def test_time_budget_stops_training(tmp_path):
+  c = _tiny_config(max_seconds=1e-3, num_epochs=1000, eval_every_steps=10**6)
+  metrics = train.train_and_evaluate(c, tmp_path)
+  assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == 1

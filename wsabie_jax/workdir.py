@@ -1,0 +1,54 @@
+"""What a training run leaves in its workdir, and how to load it back.
+
+  config.json      the config it ran with
+  vocabulary.json  label names, feature count, label parents (for psib@k)
+  best/, checkpoints/   Orbax checkpoints (best on validation; latest)
+  tensorboard/     summaries
+  metrics.json     test metrics of the best checkpoint
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+import jax
+import ml_collections
+import numpy as np
+
+from wsabie_jax import checkpointing, model, step as step_lib
+from wsabie_jax.data import SparseDataset
+
+
+def save_vocabulary(workdir, ds: SparseDataset):
+  vocab = {'label_names': ds.label_names, 'num_features': ds.num_features,
+           'label_parents': None if ds.label_parents is None else ds.label_parents.tolist()}
+  (pathlib.Path(workdir) / 'vocabulary.json').write_text(json.dumps(vocab))
+
+
+def load_config(workdir) -> ml_collections.ConfigDict:
+  path = pathlib.Path(workdir) / 'config.json'
+  if not path.exists():
+    raise FileNotFoundError(f'{path} not found: is {workdir} a training workdir?')
+  return ml_collections.ConfigDict(json.loads(path.read_text()))
+
+
+def load_vocabulary(workdir) -> dict:
+  vocab = json.loads((pathlib.Path(workdir) / 'vocabulary.json').read_text())
+  if vocab['label_parents'] is not None:
+    vocab['label_parents'] = np.asarray(vocab['label_parents'], np.int32)
+  return vocab
+
+
+def load_best_params(workdir, config: ml_collections.ConfigDict, vocab: dict) -> model.Params:
+  """The best-on-validation parameters (the latest checkpoint if none was marked best)."""
+  from wsabie_jax.train import step_config  # the config → step mapping lives with the loop
+  cfg = step_config(config, len(vocab['label_names']))
+  like = step_lib.init_state(jax.random.PRNGKey(0), vocab['num_features'], cfg, config.model.dim)
+  ckpts = checkpointing.Checkpoints(workdir)
+  try:
+    got = ckpts.restore(ckpts.best, like) or ckpts.restore(ckpts.latest, like)
+  finally:
+    ckpts.close()
+  if got is None:
+    raise FileNotFoundError(f'no checkpoint in {workdir}/best or {workdir}/checkpoints')
+  return got[0].params
