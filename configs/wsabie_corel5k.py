@@ -6,7 +6,9 @@ The paths default to ../shared/data/corel5k/ beside the clone when it exists;
 point `--config.data.train_path`, `test_path` and `labels_path` at any other
 Mulan data set (ARFF + label XML, sparse or dense). The model and its epoch are
 chosen on a validation split carved from train (10%); the test split is only
-scored at the end. Result on a 2-core CPU: see the README table.
+scored at the end. Measured on a 2-core CPU (seed 0): early stopping after 58
+epochs, 30 s; test p@1 0.418, p@5 0.261, p@10 0.179, MAP 0.351 (frequency
+baseline: p@1 0.232, p@5 0.176). Other seeds: see the README.
 """
 import os
 
@@ -26,15 +28,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data.test_path = os.path.join(_COREL, 'Corel5k-test-sparse.arff')
   c.data.labels_path = os.path.join(_COREL, 'Corel5k.xml')
   c.data.normalize = 'l2'
-  c.model.dim = 64
-  c.loss.num_draws = 100
-  c.optim.learning_rate = 0.05
+  c.data.bias_feature = 1.0   # a learnt label prior (see data.dataset.add_bias_feature)
+  # Chosen on the validation split (MAP) from a sweep over learning rate
+  # {0.005, 0.01, 0.02, 0.05, 0.1}, D {64, 128, 256}, C {1, 2, 3, 5, 10}, K {100, 373},
+  # feature normalisation and bias; the test split was not used to choose.
+  c.model.dim = 128
+  c.model.max_norm = 3.0
+  c.loss.num_draws = 373      # K = Y − 1: Alg. 1's full budget
+  c.optim.kind = 'adagrad'
+  c.optim.learning_rate = 0.01
   c.train.batch_size = 32
   c.train.num_epochs = 100
   c.train.eval_every_steps = 200
   c.train.checkpoint_every_steps = 2000
   c.train.patience = 8
-  c.train.eval_subset = 450
+  c.train.eval_subset = 450   # the whole validation split
+  c.train.select_metric = 'map'
   if arg == 'small':
     c.train.num_epochs = 3
   elif arg:

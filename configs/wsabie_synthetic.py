@@ -1,14 +1,15 @@
 """WSABIE + WARP on the embedded synthetic data (the default job).
 
-  python launch/train.py --config=configs/wsabie_synthetic.py --workdir=/tmp/wsabie_synth
+  python launch/train.py --config=configs/wsabie_synthetic.py --workdir=workdirs/synthetic
 
-20,000 train / 2,000 test planted images, Y = 1,000 labels in sibling groups
-of 8, d = 5,000 visual words, ~40 word draws per image; D = 64, K = 100 draws.
-Ends by printing test metrics and writing workdir/metrics.json. On a 2-core
-CPU: about 1 minute; p@1 ≈ 0.52, p@10 ≈ 0.13, psib@10 ≈ 0.36 against the
-frequency baseline's p@1 0.04, p@10 0.02, psib@10 0.04 (README table).
+50,000 train (10% held out for validation) / 5,000 test planted images,
+Y = 2,000 labels in sibling groups of 8, d = 10,000 visual words, ~40 word
+draws per image (35% from the image's labels); D = 64, K = 100 draws, row-wise
+Adagrad, 15 epochs. Measured on a 2-core CPU: 29 s of training (47,000
+pairs/s), test p@1 0.661, p@10 0.132, psib@10 0.563, MAP 0.600 — the frequency
+baseline gets p@1 0.176, p@10 0.052, psib@10 0.054.
 
-`:small` (200 labels, 4,000 images, 15 s) is for tests and quick checks.
+`:small` (200 labels, 4,000 images, ~3 s of training) is for tests and quick checks.
 """
 import ml_collections
 
@@ -19,11 +20,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   c.data = ml_collections.ConfigDict()
   c.data.kind = 'synthetic'
-  c.data.num_train = 20_000
-  c.data.num_test = 2_000
+  c.data.num_train = 50_000
+  c.data.num_test = 5_000
   c.data.synthetic = ml_collections.ConfigDict(dict(
-      num_labels=1000, num_features=5000, nnz=40, mean_labels=2.0, max_labels=8,
-      group_size=8, zipf=1.0, signal=0.5, words_per_label=16, sibling_share=0.5,
+      num_labels=2000, num_features=10_000, nnz=40, mean_labels=2.0, max_labels=8,
+      group_size=8, zipf=1.0, signal=0.35, words_per_label=16, sibling_share=0.5,
       sibling_labels=0.5, seed=0))
   c.data.normalize = 'l2'
   c.data.bias_feature = 0.0   # > 0: a constant extra feature (a learnt label prior)
@@ -49,14 +50,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   c.train = ml_collections.ConfigDict()
   c.train.batch_size = 256
-  c.train.num_epochs = 20
+  c.train.num_epochs = 15
   c.train.max_steps = 0       # > 0 overrides num_epochs
   c.train.max_seconds = 0.0   # > 0: stop on this wall-clock budget
   c.train.log_every_steps = 50
-  c.train.eval_every_steps = 500
+  c.train.eval_every_steps = 1000
   c.train.eval_subset = 2000  # validation images per evaluation
   c.train.patience = 4        # evaluations without improvement before stopping
-  c.train.checkpoint_every_steps = 1000
+  c.train.checkpoint_every_steps = 2000
   c.train.select_metric = 'p@1'
 
   c.eval = ml_collections.ConfigDict()
@@ -68,6 +69,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if arg == 'small':
     c.data.num_train, c.data.num_test = 4000, 500
     c.data.synthetic.num_labels, c.data.synthetic.num_features = 200, 1000
+    c.data.synthetic.signal = 0.5
     c.train.num_epochs = 5
     c.train.eval_every_steps = 50
     c.train.checkpoint_every_steps = 100

@@ -92,8 +92,8 @@ def test_libsvm_reader(tmp_path):
 @pytest.mark.parametrize('line,message', [
     ('0,a 1:1', "line 2: labels '0,a' are not"),
     ('0 1-1', "line 2: feature '1-1' is not"),
-    ('0 1:x', "line 2: feature '1:x': value is not a number"),
-    ('0 1:inf', "line 2: feature '1:inf': value is not finite"),
+    ('0 1:x', "line 2: feature '1:x': 'x' is not a number"),
+    ('0 1:inf', "line 2: feature '1:inf': value 'inf' is not finite"),
     ('0 7:1', 'line 2: feature id 7 out of range'),
     ('5 1:1', r'line 2: label id out of range \[0, 3\)'),
 ])

@@ -64,13 +64,17 @@ def _read_stats(stats: dict) -> dict:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json."""
+  metric = config.train.select_metric
+  selectable = {f'{m}@{k}' for m in ('p', 'r', 'psib') for k in config.eval.ks} | {'map', 'auc'}
+  if metric not in selectable:
+    raise ValueError(f'config.train.select_metric={metric!r} is not one of {sorted(selectable)}')
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
   train, valid, test = load_splits(config.data)
   log.info('data: %d train / %d valid / %d test images, %d labels, %d features; '
-               '%d examples skipped for empty label sets', train.num_images, valid.num_images,
-               test.num_images, train.num_labels, train.num_features, train.skipped_empty)
+           '%d examples skipped for empty label sets', train.num_images, valid.num_images,
+           test.num_images, train.num_labels, train.num_features, train.skipped_empty)
   workdir_lib.save_vocabulary(workdir, train)
   cfg = step_config(config, train.num_labels)
   state = step_lib.init_state(jax.random.PRNGKey(config.seed), train.num_features, cfg,
@@ -93,7 +97,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   train_step = step_lib.make_train_step(cfg)
   start_step = int(state.step)
   progress = Progress(total_steps, config.train.batch_size)
-  metric = config.train.select_metric
 
   def validate(state):
     val = evaluation.evaluate_params(state.params, padded_valid, limit=config.train.eval_subset, **ev)
@@ -104,7 +107,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     else:
       record['evals_without_improvement'] += 1
     log.info('step %d: valid %s %.4f (best %.4f at step %d)', int(state.step), metric,
-                 val[metric], record['best_metric'], record['best_step'])
+             val[metric], record['best_metric'], record['best_step'])
     return record['evals_without_improvement'] >= config.train.patience
 
   # Wall-clock covers the whole loop; step time leaves out compilation,

@@ -6,6 +6,7 @@ Data contract (DESIGN §3): labels are ids 0..Y−1 with names; an example is
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -16,6 +17,17 @@ class DataError(ValueError):
   def __init__(self, path, line: int | None, message: str):
     where = f'{path}, line {line}' if line is not None else f'{path}'
     super().__init__(f'{where}: {message}')
+
+
+def parse_number(token: str, path, line_no: int, what: str) -> float:
+  """A finite float, or a DataError naming the file, line and field."""
+  try:
+    value = float(token)
+  except ValueError:
+    raise DataError(path, line_no, f'{what}: {token!r} is not a number') from None
+  if not math.isfinite(value):
+    raise DataError(path, line_no, f'{what}: value {token!r} is not finite')
+  return value
 
 
 @dataclasses.dataclass

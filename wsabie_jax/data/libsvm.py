@@ -7,11 +7,9 @@ or the largest ids seen.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists
+from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, parse_number
 
 
 def read_libsvm(path, num_features: int | None = None, num_labels: int | None = None,
@@ -47,12 +45,7 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
         fid, sep, val = tok.partition(':')
         if not sep or not fid.lstrip('-').isdigit():
           raise DataError(path, line_no, f'feature {tok!r} is not "id:value"')
-        try:
-          v = float(val)
-        except ValueError:
-          raise DataError(path, line_no, f'feature {tok!r}: value is not a number') from None
-        if not math.isfinite(v):
-          raise DataError(path, line_no, f'feature {tok!r}: value is not finite')
+        v = parse_number(val, path, line_no, f'feature {tok!r}')
         i = int(fid) - feature_base
         if i < 0 or (num_features and i >= num_features):
           raise DataError(path, line_no, f'feature id {fid} out of range for {num_features} features '

@@ -2,13 +2,12 @@
 an XML file naming the label attributes (flat, or nested for a hierarchy)."""
 from __future__ import annotations
 
-import math
 import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists
+from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, parse_number
 
 _ATTRIBUTE = re.compile(r"@attribute\s+('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\S+)\s+(.+)$", re.I)
 
@@ -45,16 +44,6 @@ def _unquote(name: str) -> str:
   if len(name) >= 2 and name[0] == name[-1] and name[0] in '\'"':
     return name[1:-1].replace("\\'", "'")
   return name
-
-
-def _number(token: str, path, line_no: int, what: str) -> float:
-  try:
-    value = float(token)
-  except ValueError:
-    raise DataError(path, line_no, f'{what}: {token!r} is not a number') from None
-  if not math.isfinite(value):
-    raise DataError(path, line_no, f'{what}: value {token!r} is not finite')
-  return value
 
 
 def read_arff(arff_path, labels_path, skip_empty: bool = True) -> SparseDataset:
@@ -126,10 +115,10 @@ def _parse_row(line: str, num_columns: int, path, line_no: int):
       if col >= num_columns:
         raise DataError(path, line_no, f'attribute index {col} out of range (only {num_columns} attributes)')
       columns.append(col)
-      values.append(_number(parts[1], path, line_no, f'attribute {col}'))
+      values.append(parse_number(parts[1], path, line_no, f'attribute {col}'))
     return np.asarray(columns, np.int64), np.asarray(values, np.float32)
   tokens = [t.strip() for t in line.split(',')]
   if len(tokens) != num_columns:
     raise DataError(path, line_no, f'dense row has {len(tokens)} values, expected {num_columns}')
-  values = [_number(t, path, line_no, f'attribute {i}') for i, t in enumerate(tokens)]
+  values = [parse_number(t, path, line_no, f'attribute {i}') for i, t in enumerate(tokens)]
   return np.arange(num_columns), np.asarray(values, np.float32)
