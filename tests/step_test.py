@@ -31,6 +31,7 @@ def _reference_update(cfg, state, batch):
   neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
                                               jnp.asarray(batch['num_pos_B']), Y, cfg.num_draws))
   gV, gW = np.zeros_like(V), np.zeros_like(W)
+  sqV, sqW = np.zeros(d), np.zeros(Y)  # Adagrad: Σ over occurrences of mean(g²)
   acc_V, acc_W = np.asarray(state.acc_V_d, np.float64), np.asarray(state.acc_W_Y, np.float64)
   for b in range(B):
     idx, val, y = batch['feat_idx_BxF'][b], batch['feat_val_BxF'][b], batch['label_B'][b]
@@ -52,13 +53,16 @@ def _reference_update(cfg, state, batch):
         dw_y, dx_y = df_dw(y)
         gW[ybar] += weight * dw_ybar
         gW[y] -= weight * dw_y
+        sqW[ybar] += np.mean((weight * dw_ybar) ** 2)
+        sqW[y] += np.mean((weight * dw_y) ** 2)
         gx = weight * (dx_ybar - dx_y)
         for j, v in zip(idx, val):
           gV[j] += v * gx
+          sqV[j] += np.mean((v * gx) ** 2)
         break
   new = []
-  for table, grad, acc, rows in ((V, gV, acc_V, np.unique(batch['feat_idx_BxF'])),
-                                 (W, gW, acc_W, None)):
+  for table, grad, acc, sq, rows in ((V, gV, acc_V, sqV, np.unique(batch['feat_idx_BxF'])),
+                                     (W, gW, acc_W, sqW, None)):
     table = table.copy()
     # Every row the batch could touch: projecting an in-ball row changes nothing.
     touched = rows if rows is not None else np.union1d(batch['label_B'], neg)
@@ -66,7 +70,7 @@ def _reference_update(cfg, state, batch):
       if cfg.optimizer == 'sgd':
         table[r] -= cfg.learning_rate * grad[r]
       else:
-        acc[r] += np.mean(grad[r] ** 2)
+        acc[r] += sq[r]
         table[r] -= cfg.learning_rate * grad[r] / (np.sqrt(acc[r]) + 1e-10)
       table[r] *= min(1.0, cfg.max_norm / np.linalg.norm(table[r]))
     new.append(table)

@@ -116,17 +116,17 @@ def train_step(cfg: StepConfig, state: TrainState, batch: dict):
       return jnp.sum(batch['weight_B'] * per_pair)
 
     loss, (gV, gW) = jax.value_and_grad(loss_fn, (0, 1))(V_rows_BxFxD, W)
-    w_rows, unique_w = jnp.arange(cfg.num_labels), True
+    w_rows = jnp.arange(cfg.num_labels)
     stats = {'pairs': jnp.sum(batch['weight_B'] > 0)}
   else:
     loss_fn, rows, w_rows, stats = _sampled_pair_loss(cfg, state, batch)
     loss, (gV, gW_pos, gW_viol) = jax.value_and_grad(loss_fn, (0, 1, 2))(*rows)
-    gW, unique_w = jnp.concatenate([gW_pos, gW_viol]), False
+    gW = jnp.concatenate([gW_pos, gW_viol])
 
   dim = V.shape[1]
   opt = dict(learning_rate=cfg.learning_rate, optimizer=cfg.optimizer, max_norm=cfg.max_norm)
   V, acc_V = row_optim.update_rows(V, state.acc_V_d, feat_rows, gV.reshape(-1, dim), **opt)
-  W, acc_W = row_optim.update_rows(W, state.acc_W_Y, w_rows, gW, unique=unique_w, **opt)
+  W, acc_W = row_optim.update_rows(W, state.acc_W_Y, w_rows, gW, **opt)
   new_state = TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key)
   return new_state, dict(stats, loss=loss)
 

@@ -1,0 +1,152 @@
+"""Speed and scale figures, printed as tables and written as JSON.
+
+  python launch/benchmark.py --suite=all --out=benchmark.json
+  python launch/benchmark.py --suite=lightfm --budget_seconds=130   # needs lightfm
+
+Suites:
+  step_cost  seconds per step at Y, d ∈ {1,000, 100,000} (same B, K, D, nnz):
+             the cost model says a step never depends on Y or d.
+  lightfm    this project and LightFM's WARP side by side, same data, same D,
+             same wall-clock budget, 2 threads each: examples/s, test p@1/p@10,
+             first- vs last-epoch speed, ratios. Data: synthetic (n = 200,000,
+             Y = 10,000, d = 10,000, ~50 non-zeros) and Corel5k.
+  eval       exact top-10 over Y = 100,000 labels: images/s and peak memory.
+"""
+import json
+import os
+import pathlib
+import resource
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
+
+from absl import app, flags, logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from configs import wsabie_corel5k
+from wsabie_jax import benchmarking, evaluation, metrics, step as step_lib
+from wsabie_jax.data import batching, load_splits, synthetic
+
+_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval or all.')
+_BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
+_DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
+_OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')
+_SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
+
+
+def step_cost(small: bool):
+  B, K, D, F = (32, 10, 8, 5) if small else (256, 100, 64, 50)
+  big = 5000 if small else 100_000
+  rng = np.random.default_rng(0)
+  rows = []
+  for Y, d in [(1000, 10_000), (big, 10_000), (10_000, 1000), (10_000, big)]:
+    pos = np.sort(rng.choice(Y, (B, 1)), axis=1).astype(np.int32)
+    batch = {'feat_idx_BxF': rng.integers(0, d, (B, F)).astype(np.int32),
+             'feat_val_BxF': rng.random((B, F)).astype(np.float32), 'label_B': pos[:, 0],
+             'pos_BxP': pos, 'num_pos_B': np.ones(B, np.int32), 'weight_B': np.ones(B, np.float32)}
+    cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, optimizer='adagrad')
+    sec = benchmarking.timed_step(cfg, d, D, batch, steps=10 if small else 100)
+    rows.append({'Y': Y, 'd': d, 'ms_per_step': 1e3 * sec, 'pairs_per_sec': B / sec})
+  print(f'\nStep cost (B={B}, K={K}, D={D}, nnz={F}, row-wise Adagrad)')
+  print(f'{"Y":>8} {"d":>8} {"ms/step":>9} {"pairs/s":>10}')
+  for r in rows:
+    print(f'{r["Y"]:>8} {r["d"]:>8} {r["ms_per_step"]:>9.2f} {r["pairs_per_sec"]:>10,.0f}')
+  ratios = {'Y_ratio': rows[1]['ms_per_step'] / rows[0]['ms_per_step'],
+            'd_ratio': rows[3]['ms_per_step'] / rows[2]['ms_per_step']}
+  print(f'step time ratio Y {big:,} / 1,000: {ratios["Y_ratio"]:.2f}; '
+        f'd {big:,} / 1,000: {ratios["d_ratio"]:.2f}')
+  return {'rows': rows, **ratios}
+
+
+def lightfm_data(name: str, small: bool):
+  if name == 'corel5k':
+    c = wsabie_corel5k.get_config()
+    train, valid, test = load_splits(c.data)
+    return train, test, c
+  spec = synthetic.SyntheticSpec(num_labels=10_000, num_features=10_000, nnz=50, signal=0.5)
+  n = (20_000, 2_000) if small else (200_000, 10_000)
+  if small:
+    spec = synthetic.SyntheticSpec(num_labels=500, num_features=1000, nnz=20)
+  world = synthetic.make_world(spec)
+  from wsabie_jax.data import dataset
+  train = dataset.normalize(synthetic.generate(spec, n[0], 'train', world=world), 'l2')
+  test = dataset.normalize(synthetic.generate(spec, n[1], 'test', world=world), 'l2')
+  return train, test, None
+
+
+def side_by_side(name: str, budget: float, small: bool):
+  train, test, corel = lightfm_data(name, small)
+  dim = 64
+  if corel is not None:  # the tuned Corel5k settings, with LightFM's D
+    cfg = step_lib.StepConfig(num_labels=train.num_labels, num_draws=corel.loss.num_draws,
+                              optimizer='adagrad', learning_rate=corel.optim.learning_rate,
+                              max_norm=corel.model.max_norm)
+    batch_size = corel.train.batch_size
+  else:
+    cfg = step_lib.StepConfig(num_labels=train.num_labels, num_draws=100, optimizer='adagrad',
+                              learning_rate=0.1, max_norm=1.0)
+    batch_size = 256
+  padded_test = batching.pad_images(test)
+  ours_params, ours_epochs = benchmarking.train_ours(train, cfg, dim, batch_size, budget)
+  ours = benchmarking.summarize(ours_epochs)
+  ours.update(benchmarking.score_test_split(ours_params, padded_test))
+  lfm, lfm_epochs = benchmarking.train_lightfm(train, dim, budget)
+  theirs = benchmarking.summarize(lfm_epochs)
+  theirs.update(benchmarking.score_test_split(*benchmarking.lightfm_as_params(lfm, test)))
+  print(f'\n{name}: {train.num_images:,} train / {test.num_images:,} test images, '
+        f'Y={train.num_labels:,}, d={train.num_features:,}, D={dim}, budget {budget:.0f} s each')
+  print(f'{"":<12} {"pairs/s":>10} {"epochs":>7} {"p@1":>7} {"p@10":>7} {"1st ep/s":>10} {"last ep/s":>10}')
+  for who, r in (('wsabie_jax', ours), ('LightFM', theirs)):
+    print(f'{who:<12} {r["examples_per_sec"]:>10,.0f} {r["epochs"]:>7.1f} {r["p@1"]:>7.4f} '
+          f'{r["p@10"]:>7.4f} {r["first_epoch_rate"]:>10,.0f} {r["last_epoch_rate"]:>10,.0f}')
+  ratios = {'speed_ratio': ours['examples_per_sec'] / theirs['examples_per_sec'],
+            'p@1_ratio': ours['p@1'] / max(theirs['p@1'], 1e-9),
+            'ours_last_over_first': ours['last_epoch_rate'] / ours['first_epoch_rate'],
+            'lightfm_last_over_first': theirs['last_epoch_rate'] / theirs['first_epoch_rate']}
+  print('ratios: ' + ', '.join(f'{k} {v:.2f}' for k, v in ratios.items()))
+  return {'ours': ours, 'lightfm': theirs, **ratios}
+
+
+def eval_speed(small: bool):
+  Y, D, n, batch = (5000, 16, 512, 128) if small else (100_000, 64, 4096, 256)
+  rng = np.random.default_rng(0)
+  W = jnp.asarray(rng.standard_normal((Y, D)), jnp.float32)
+  images = jnp.asarray(rng.standard_normal((n, D)), jnp.float32)
+  pos = jnp.asarray(rng.integers(0, Y, (n, 4)), jnp.int32)
+  run = lambda i: metrics.rank_and_top_k(images[i:i + batch], W, pos[i:i + batch], k=10,
+                                         score_kind='dot', chunk=8192)
+  jax.block_until_ready(run(0))
+  rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  t = time.perf_counter()
+  for i in range(0, n, batch):
+    jax.block_until_ready(run(i))
+  sec = time.perf_counter() - t
+  rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  out = {'Y': Y, 'D': D, 'images_per_sec': n / sec, 'seconds_per_image': sec / n,
+         'peak_rss_mib': rss / 1024, 'rss_growth_mib': (rss - rss0) / 1024,
+         'W_mib': Y * D * 4 / 2**20}
+  print(f'\nExact evaluation, Y={Y:,}, D={D}: {out["images_per_sec"]:,.0f} images/s '
+        f'({1e3 * out["seconds_per_image"]:.2f} ms/image; paper 000 Table 6: 170 ms), exact ranks of '
+        f'4 positives + top-10; peak RSS {out["peak_rss_mib"]:,.0f} MiB (W is {out["W_mib"]:.0f} MiB)')
+  return out
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  suites = {'step_cost', 'lightfm', 'eval'} if 'all' in _SUITE.value else set(_SUITE.value)
+  result = {'device': str(jax.devices()[0]), 'cpu_count': os.cpu_count()}
+  if 'step_cost' in suites:
+    result['step_cost'] = step_cost(_SMALL.value)
+  if 'eval' in suites:
+    result['eval'] = eval_speed(_SMALL.value)
+  if 'lightfm' in suites:
+    result['lightfm'] = {name: side_by_side(name, _BUDGET.value, _SMALL.value) for name in _DATA.value}
+  pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == '__main__':
+  app.run(main)
