@@ -59,6 +59,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.patience = 4        # evaluations without improvement before stopping
   c.train.checkpoint_every_steps = 2000
   c.train.select_metric = 'p@1'
+  c.train.num_devices = 0     # data parallel over this many devices (0: all)
 
   c.eval = ml_collections.ConfigDict()
   c.eval.ks = (1, 5, 10)

@@ -3,7 +3,10 @@
   python launch/train.py --config=configs/wsabie_synthetic.py --workdir=/tmp/run \
       [--config.train.num_epochs=5 ...]
 
-Run again with the same --workdir to resume from the latest checkpoint.
+Run again with the same --workdir to resume from the latest checkpoint. The
+batch is split over all local devices (config.train.num_devices); for several
+hosts, start one process per host with --coordinator_address=HOST:PORT
+--num_processes=N --process_id=I.
 """
 import json
 import logging as py_logging
@@ -15,12 +18,18 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from wsabie_jax import train
+import jax
+
+from wsabie_jax import parallel, train
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config file.',
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Checkpoints, summaries and metrics.json go here.')
 flags.mark_flags_as_required(['config', 'workdir'])
+_COORDINATOR = flags.DEFINE_string('coordinator_address', None,
+                                   'Multi-host: host:port of process 0 (jax.distributed).')
+_NUM_PROCESSES = flags.DEFINE_integer('num_processes', 1, 'Multi-host: number of processes.')
+_PROCESS_ID = flags.DEFINE_integer('process_id', 0, 'Multi-host: this process.')
 
 
 def main(argv):
@@ -28,8 +37,11 @@ def main(argv):
   # Our progress at INFO; the libraries' (Orbax is chatty) at WARNING.
   logging.set_verbosity(logging.WARNING)
   py_logging.getLogger('wsabie_jax').setLevel(py_logging.INFO)
+  if _COORDINATOR.value:
+    parallel.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   metrics = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  print(json.dumps(metrics, indent=2, sort_keys=True))
+  if jax.process_index() == 0:
+    print(json.dumps(metrics, indent=2, sort_keys=True))
 
 
 if __name__ == '__main__':

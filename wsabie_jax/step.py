@@ -60,13 +60,25 @@ def init_state(key: jax.Array, num_features: int, cfg: StepConfig, dim: int,
       key=key_steps)
 
 
-def _sampled_pair_loss(cfg: StepConfig, state: TrainState, batch: dict):
-  """Draws negatives, finds violators and returns the gathered rows and a loss of them."""
-  V, W = state.params
+class RowGrads(NamedTuple):
+  """Gradients with respect to the rows a batch touched (DESIGN §2)."""
+  V_rows_R: jax.Array
+  V_grads_RxD: jax.Array
+  W_rows_S: jax.Array
+  W_grads_SxD: jax.Array
+
+
+def draw_negatives(cfg: StepConfig, state: TrainState, batch: dict) -> jax.Array:
+  """The step's K uniform draws per pair; its key is fold_in(key, step)."""
   key = jax.random.fold_in(state.key, state.step)
   num_draws = 1 if cfg.loss == 'auc' else cfg.num_draws
-  neg_BxK = samplers.uniform_negatives(key, batch['pos_BxP'], batch['num_pos_B'],
-                                       cfg.num_labels, num_draws)
+  return samplers.uniform_negatives(key, batch['pos_BxP'], batch['num_pos_B'],
+                                    cfg.num_labels, num_draws)
+
+
+def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, neg_BxK: jax.Array):
+  """WARP (Alg. 1 with K parallel draws) or AUC on gathered rows: (RowGrads, stats)."""
+  V, W = params
   V_rows_BxFxD = V[batch['feat_idx_BxF']]
   W_pos_BxD = W[batch['label_B']]
   image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
@@ -89,46 +101,55 @@ def _sampled_pair_loss(cfg: StepConfig, state: TrainState, batch: dict):
     viol_B = model.score(image_BxD, W_viol_BxD[:, None], cfg.score)[:, 0]
     return jnp.sum(weight_B * warp.hinge(pos_B, viol_B, cfg.margin))
 
-  rows = (V_rows_BxFxD, W_pos_BxD, W[viol_label_B])
-  w_rows = jnp.concatenate([batch['label_B'], viol_label_B])
+  loss, (gV, gW_pos, gW_viol) = jax.value_and_grad(loss_fn, (0, 1, 2))(
+      V_rows_BxFxD, W_pos_BxD, W[viol_label_B])
   real_B = batch['weight_B'] > 0
-  stats = {'violator_found': jnp.sum(pick.found_B & real_B),
-           'draws_to_violator': jnp.sum(jnp.where(pick.found_B & real_B, pick.num_trials_B, 0)),
-           'pairs': jnp.sum(real_B)}
-  return loss_fn, rows, w_rows, stats
+  stats = {'loss': loss, 'pairs': jnp.sum(real_B),
+           'violator_found': jnp.sum(pick.found_B & real_B),
+           'draws_to_violator': jnp.sum(jnp.where(pick.found_B & real_B, pick.num_trials_B, 0))}
+  grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
+                   jnp.concatenate([batch['label_B'], viol_label_B]),
+                   jnp.concatenate([gW_pos, gW_viol]))
+  return grads, stats
+
+
+def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
+  """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)."""
+  V, W = params
+  B = batch['label_B'].shape[0]
+  pos_mask_BxY = jnp.zeros((B, cfg.num_labels + 1), bool)
+  pos_mask_BxY = pos_mask_BxY.at[jnp.arange(B)[:, None], batch['pos_BxP']].set(True)[:, :-1]
+
+  def loss_fn(V_rows_BxFxD, W_YxD):
+    image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+    scores_BxY = model.score_all(image_BxD, W_YxD, cfg.score)
+    per_pair = warp.exact_rank_loss(scores_BxY, batch['label_B'], pos_mask_BxY,
+                                    cfg.num_labels, cfg.rank_weights, cfg.margin)
+    return jnp.sum(batch['weight_B'] * per_pair)
+
+  loss, (gV, gW) = jax.value_and_grad(loss_fn, (0, 1))(V[batch['feat_idx_BxF']], W)
+  grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
+                   jnp.arange(cfg.num_labels), gW)
+  return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0)}
+
+
+def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads) -> TrainState:
+  """The optimiser step on the touched rows only, then their projection."""
+  opt = dict(learning_rate=cfg.learning_rate, optimizer=cfg.optimizer, max_norm=cfg.max_norm)
+  V, acc_V = row_optim.update_rows(state.params.V_dxD, state.acc_V_d, grads.V_rows_R,
+                                   grads.V_grads_RxD, **opt)
+  W, acc_W = row_optim.update_rows(state.params.W_YxD, state.acc_W_Y, grads.W_rows_S,
+                                   grads.W_grads_SxD, **opt)
+  return TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key)
 
 
 def train_step(cfg: StepConfig, state: TrainState, batch: dict):
   """One SGD step; touches only the batch's feature rows and label rows."""
-  V, W = state.params
-  feat_rows = batch['feat_idx_BxF'].reshape(-1)
-  if cfg.loss == 'exact':  # OWPC-SGD: every label scored, all violators updated
-    V_rows_BxFxD = V[batch['feat_idx_BxF']]
-    pos_mask_BxY = jnp.zeros((batch['label_B'].shape[0], cfg.num_labels + 1), bool)
-    pos_mask_BxY = pos_mask_BxY.at[jnp.arange(pos_mask_BxY.shape[0])[:, None],
-                                   batch['pos_BxP']].set(True)[:, :-1]
-
-    def loss_fn(V_rows_BxFxD, W_YxD):
-      image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
-      scores_BxY = model.score_all(image_BxD, W_YxD, cfg.score)
-      per_pair = warp.exact_rank_loss(scores_BxY, batch['label_B'], pos_mask_BxY,
-                                      cfg.num_labels, cfg.rank_weights, cfg.margin)
-      return jnp.sum(batch['weight_B'] * per_pair)
-
-    loss, (gV, gW) = jax.value_and_grad(loss_fn, (0, 1))(V_rows_BxFxD, W)
-    w_rows = jnp.arange(cfg.num_labels)
-    stats = {'pairs': jnp.sum(batch['weight_B'] > 0)}
+  if cfg.loss == 'exact':
+    grads, stats = exact_row_grads(cfg, state.params, batch)
   else:
-    loss_fn, rows, w_rows, stats = _sampled_pair_loss(cfg, state, batch)
-    loss, (gV, gW_pos, gW_viol) = jax.value_and_grad(loss_fn, (0, 1, 2))(*rows)
-    gW = jnp.concatenate([gW_pos, gW_viol])
-
-  dim = V.shape[1]
-  opt = dict(learning_rate=cfg.learning_rate, optimizer=cfg.optimizer, max_norm=cfg.max_norm)
-  V, acc_V = row_optim.update_rows(V, state.acc_V_d, feat_rows, gV.reshape(-1, dim), **opt)
-  W, acc_W = row_optim.update_rows(W, state.acc_W_Y, w_rows, gW, **opt)
-  new_state = TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key)
-  return new_state, dict(stats, loss=loss)
+    grads, stats = sampled_row_grads(cfg, state.params, batch, draw_negatives(cfg, state, batch))
+  return apply_row_grads(cfg, state, grads), stats
 
 
 def make_train_step(cfg: StepConfig):

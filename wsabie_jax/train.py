@@ -16,7 +16,7 @@ import ml_collections
 import numpy as np
 import logging
 
-from wsabie_jax import checkpointing, evaluation, step as step_lib, workdir as workdir_lib
+from wsabie_jax import checkpointing, evaluation, parallel, step as step_lib, workdir as workdir_lib
 from wsabie_jax.data import batching, load_splits
 from wsabie_jax.progress import Progress
 
@@ -94,7 +94,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   padded_valid = batching.pad_images(valid)
   ev = eval_kwargs(config, train)
   summaries = _Summaries(workdir)
-  train_step = step_lib.make_train_step(cfg)
+  mesh = parallel.make_mesh(config.train.get('num_devices', 0))
+  if mesh.devices.size > 1 and cfg.loss != 'exact':
+    log.info('data parallel over %d devices', mesh.devices.size)
+    train_step = parallel.make_parallel_train_step(cfg, mesh)
+    state = parallel.replicate(state, mesh)
+    put = lambda batch: parallel.shard_batch(batch, mesh)
+  else:
+    train_step, put = step_lib.make_train_step(cfg), jax.device_put
   start_step = int(state.step)
   progress = Progress(total_steps, config.train.batch_size)
 
@@ -115,7 +122,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   t_loop = time.perf_counter()
   prior_seconds, overhead = record['train_seconds'], 0.0
   pending = None
-  batches = batching.prefetch(stream.batch(s) for s in range(start_step, total_steps))
+  batches = batching.prefetch((stream.batch(s) for s in range(start_step, total_steps)), put=put)
   for step in range(start_step + 1, total_steps + 1):
     if record['stopped']:
       break
@@ -173,5 +180,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
                                       if isinstance(v, (int, float))}, 'test')
   summaries.close()
   ckpts.close()
-  (workdir / 'metrics.json').write_text(json.dumps(result, indent=2, sort_keys=True))
+  if jax.process_index() == 0:
+    (workdir / 'metrics.json').write_text(json.dumps(result, indent=2, sort_keys=True))
   return result

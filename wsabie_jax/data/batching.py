@@ -96,8 +96,8 @@ class PairStream:
             'num_pos_B': p.num_pos_n[img], 'weight_B': np.ones(len(pairs), np.float32)}
 
 
-def prefetch(batches: Iterator[dict], size: int = 2, sharding=None) -> Iterator[dict]:
-  """Builds and transfers batches on a background thread, `size` ahead.
+def prefetch(batches: Iterator[dict], size: int = 2, put=jax.device_put) -> Iterator[dict]:
+  """Builds and transfers batches (with `put`) on a background thread, `size` ahead.
 
   The thread stops when the consumer does (early stopping, a time budget).
   """
@@ -105,7 +105,7 @@ def prefetch(batches: Iterator[dict], size: int = 2, sharding=None) -> Iterator[
   stop = threading.Event()
   done = object()
 
-  def put(item) -> bool:
+  def enqueue(item) -> bool:
     while not stop.is_set():
       try:
         q.put(item, timeout=0.1)
@@ -117,11 +117,11 @@ def prefetch(batches: Iterator[dict], size: int = 2, sharding=None) -> Iterator[
   def work():
     try:
       for b in batches:
-        if not put(jax.device_put(b, sharding)):
+        if not enqueue(put(b)):
           return
-      put(done)
+      enqueue(done)
     except Exception as e:  # surfaced in the consumer, not lost in the thread
-      put(e)
+      enqueue(e)
 
   worker = threading.Thread(target=work, daemon=True)
   worker.start()

@@ -1,0 +1,47 @@
+"""Data parallelism over 4 forced CPU devices (tests/conftest.py) equals one device."""
+import jax
+import numpy as np
+import pytest
+
+from wsabie_jax import parallel, step as step_lib
+from wsabie_jax.data import batching, synthetic
+
+
+@pytest.mark.parametrize('loss,optimizer', [('warp', 'adagrad'), ('warp', 'sgd'), ('auc', 'sgd')])
+def test_four_devices_match_one(loss, optimizer):
+  assert jax.device_count() >= 4, 'tests/conftest.py forces 4 CPU devices'
+  spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
+  ds = synthetic.generate(spec, 400)
+  stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0)
+  cfg = step_lib.StepConfig(num_labels=60, loss=loss, num_draws=20, optimizer=optimizer,
+                            learning_rate=0.2)
+  init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg, 8)
+  one, step1 = init(), step_lib.make_train_step(cfg)
+  mesh = parallel.make_mesh(4)
+  four, step4 = init(), parallel.make_parallel_train_step(cfg, mesh)
+  for s in range(6):
+    batch = stream.batch(s)
+    one, stats1 = step1(one, jax.device_put(batch))
+    four, stats4 = step4(four, parallel.shard_batch(batch, mesh))
+    assert int(stats1['pairs']) == int(stats4['pairs']) == 32
+  for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(four)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+  assert float(stats1['loss']) == pytest.approx(float(stats4['loss']), rel=1e-5)
+
+
+def test_batch_must_split_evenly():
+  mesh = parallel.make_mesh(4)
+  with pytest.raises(ValueError, match='not divisible by 4 devices'):
+    parallel.shard_batch({'label_B': np.zeros(6, np.int32)}, mesh)
+
+
+def test_training_loop_on_four_devices_matches_one(tmp_path):
+  from tests.train_test import _tiny_config
+  from wsabie_jax import train
+  results = []
+  for n in (1, 4):
+    c = _tiny_config(max_steps=12, eval_every_steps=6)
+    c.train.num_devices = n
+    results.append(train.train_and_evaluate(c, tmp_path / str(n)))
+  for key in ('p@1', 'p@10', 'map', 'psib@10'):
+    assert results[0][key] == pytest.approx(results[1][key], abs=1e-6), key

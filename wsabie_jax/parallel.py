@@ -1,0 +1,99 @@
+"""Data parallelism: the batch sharded over a 'data' mesh axis, tables replicated.
+
+Each device scores its slice of the batch — the B·K·D part of a step — and
+takes gradients with respect to the rows it gathered. The touched rows and
+their gradients are all-gathered (O(B·(K + nnz)·D) traffic, never a table)
+and every replica applies the same row updates, so the replicas stay equal.
+The draws are the single-device step's draws, sliced, so N devices give the
+parameters one device gives for the same global batch.
+
+Multi-host: call `initialize_distributed` first; each process then feeds its
+slice of the global batch (`shard_batch`).
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from wsabie_jax import samplers, step as step_lib
+
+AXIS = 'data'
+
+
+def initialize_distributed(coordinator_address: str, num_processes: int, process_id: int):
+  """jax.distributed.initialize for multi-host runs (one process per host)."""
+  jax.distributed.initialize(coordinator_address=coordinator_address,
+                             num_processes=num_processes, process_id=process_id)
+
+
+def make_mesh(num_devices: int = 0) -> Mesh:
+  """A 1-D mesh over the first `num_devices` devices.
+
+  0 means all devices (all hosts) on accelerators, and one on CPU: several
+  CPU "devices" are threads of one process sharing its cores (a test set-up).
+  """
+  devices = jax.devices()
+  if num_devices == 0 and devices[0].platform == 'cpu':
+    num_devices = 1
+  if num_devices:
+    if num_devices > len(devices):
+      raise ValueError(f'asked for {num_devices} devices, only {len(devices)} exist')
+    devices = devices[:num_devices]
+  return Mesh(np.asarray(devices), (AXIS,))
+
+
+def replicate(tree, mesh: Mesh):
+  """Places a pytree (the TrainState) whole on every device of the mesh."""
+  return jax.device_put(tree, NamedSharding(mesh, P()))
+
+
+def shard_batch(batch: dict, mesh: Mesh) -> dict:
+  """Places a global batch (identical on every process) with its rows split over the mesh."""
+  sharding = NamedSharding(mesh, P(AXIS))
+  size = mesh.devices.size
+  for name, x in batch.items():
+    if x.shape[0] % size:
+      raise ValueError(f'batch size {x.shape[0]} ({name}) is not divisible by {size} devices')
+  if jax.process_count() == 1:
+    return jax.device_put(batch, sharding)
+  n, i = jax.process_count(), jax.process_index()
+  local = {k: v[i * len(v) // n:(i + 1) * len(v) // n] for k, v in batch.items()}
+  return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
+
+
+def make_parallel_train_step(cfg: step_lib.StepConfig, mesh: Mesh):
+  """The jitted, donated data-parallel step: (state, sharded batch) -> (state, stats)."""
+  if cfg.loss == 'exact':
+    raise ValueError('the exact-rank reference (loss=exact) runs on one device only')
+  num_draws = 1 if cfg.loss == 'auc' else cfg.num_draws
+
+  def local_step(state: step_lib.TrainState, batch: dict):
+    rows = batch['label_B'].shape[0]
+    # The global batch's draws (B·K integers), then this device's rows of them.
+    num_pos_B = jax.lax.all_gather(batch['num_pos_B'], AXIS, tiled=True)
+    key = jax.random.fold_in(state.key, state.step)
+    u_BxK = samplers.uniform_draws(key, num_pos_B, cfg.num_labels, num_draws)
+    u_bxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(AXIS) * rows, rows)
+    neg_bxK = samplers.skip_positives(u_bxK, batch['pos_BxP'])
+    grads, stats = step_lib.sampled_row_grads(cfg, state.params, batch, neg_bxK)
+    grads = jax.tree.map(lambda g: jax.lax.all_gather(g, AXIS, tiled=True), grads)
+    stats = jax.tree.map(lambda s: jax.lax.psum(s, AXIS), stats)
+    return step_lib.apply_row_grads(cfg, state, grads), stats
+
+  # Replicated by construction (every replica applies the same all-gathered
+  # updates; tests/parallel_test.py checks it), which the checker cannot infer
+  # through the scatters.
+  sharded = jax.shard_map(local_step, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=(P(), P()),
+                          check_vma=False)
+  step = jax.jit(sharded, donate_argnums=0)
+  if mesh.devices.flat[0].platform != 'cpu':
+    return step
+
+  def synchronous_step(state, batch):
+    # XLA:CPU runs every device's program on one shared thread pool; with
+    # asynchronous dispatch one device can start step t+1 while another has
+    # not joined step t's all-gather, and both wait forever on few cores.
+    return jax.block_until_ready(step(state, batch))
+
+  return synchronous_step
