@@ -17,7 +17,7 @@ import numpy as np
 import logging
 
 from wsabie_jax import checkpointing, evaluation, parallel, step as step_lib, workdir as workdir_lib
-from wsabie_jax.data import batching, load_splits
+from wsabie_jax.data import batching, load_splits, pair_stream
 from wsabie_jax.progress import Progress
 
 log = logging.getLogger('wsabie_jax')
@@ -87,8 +87,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
     state, record = restored
     log.info('resumed from step %d (%s)', int(state.step), record)
 
-  stream = batching.PairStream(train, batching.pad_images(train), config.train.batch_size,
-                               config.seed)
+  stream = pair_stream(train, config.train.batch_size, config.seed)
   steps_per_epoch = math.ceil(stream.num_pairs / config.train.batch_size)
   total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
   padded_valid = batching.pad_images(valid)

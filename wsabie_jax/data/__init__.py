@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 
-from wsabie_jax.data import dataset, libsvm, mulan, synthetic
+import pathlib
+
+from wsabie_jax.data import batching, dataset, libsvm, mulan, shards, synthetic
 from wsabie_jax.data.dataset import DataError, SparseDataset
 
-KINDS = ('synthetic', 'mulan', 'libsvm')
+KINDS = ('synthetic', 'mulan', 'libsvm', 'shards')
 
 
 def synthetic_spec(cfg) -> synthetic.SyntheticSpec:
@@ -41,7 +43,17 @@ def preprocess(ds: SparseDataset, cfg) -> SparseDataset:
 
 
 def load_splits(cfg):
-  """(train, valid, test) from config.data; valid is carved from train."""
+  """(train, valid, test) from config.data; valid is carved from train.
+
+  For data.kind='shards', train is a ShardSet streamed from disk and the
+  shard directory's valid/ and test/ sets are read whole.
+  """
+  if cfg.kind == 'shards':
+    root = pathlib.Path(cfg.shards_dir)
+    prep = lambda ds: preprocess(ds, cfg)
+    train = shards.ShardSet(root / 'train', prep)
+    return train, shards.ShardSet(root / 'valid', prep).load_all(), \
+        shards.ShardSet(root / 'test', prep).load_all()
   if cfg.kind == 'synthetic':
     spec = synthetic_spec(cfg)
     world = synthetic.make_world(spec)
@@ -57,3 +69,10 @@ def load_splits(cfg):
   train, test = preprocess(train, cfg), preprocess(test, cfg)
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
   return train, valid, test
+
+
+def pair_stream(train, batch_size: int, seed: int):
+  """The training pairs of an in-memory data set or of a shard set on disk."""
+  if isinstance(train, shards.ShardSet):
+    return shards.ShardedPairStream(train, batch_size, seed)
+  return batching.PairStream(train, batching.pad_images(train), batch_size, seed)

@@ -1,0 +1,59 @@
+"""Shards on disk: round trip, every pair once per epoch, training from them."""
+import numpy as np
+
+from configs import wsabie_webscale
+from wsabie_jax import train
+from wsabie_jax.data import dataset, shards, synthetic
+
+
+def _one_hot_images(n, num_labels, seed=0):
+  """Image i has the single feature i, so a batch row names its image."""
+  rng = np.random.default_rng(seed)
+  feats = [(np.array([i]), np.array([1.0])) for i in range(n)]
+  labels = [rng.choice(num_labels, rng.integers(1, 4), replace=False) for _ in range(n)]
+  return dataset.from_lists(feats, labels, n, [f'l{j}' for j in range(num_labels)])
+
+
+def test_round_trip_and_meta(tmp_path):
+  ds = _one_hot_images(50, 7)
+  parts = [ds.subset(np.arange(s, min(s + 16, 50))) for s in range(0, 50, 16)]
+  meta = shards.write_shard_set(tmp_path, parts, ds.label_names)
+  assert [s['num_images'] for s in meta['shards']] == [16, 16, 16, 2]
+  back = shards.ShardSet(tmp_path).load_all()
+  for name in ('feat_indptr', 'feat_idx', 'feat_val', 'label_indptr', 'label_idx'):
+    np.testing.assert_array_equal(getattr(back, name), getattr(ds, name), err_msg=name)
+  np.testing.assert_array_equal(shards.ShardSet(tmp_path).label_frequencies(), ds.label_frequencies())
+
+
+def test_stream_visits_every_pair_once_per_epoch(tmp_path):
+  ds = _one_hot_images(40, 6, seed=1)
+  shards.write_shard_set(tmp_path, [ds.subset(np.arange(s, s + 10)) for s in range(0, 40, 10)],
+                         ds.label_names)
+  stream = shards.ShardedPairStream(shards.ShardSet(tmp_path), batch_size=8, seed=3)
+  want = sorted(zip(np.repeat(np.arange(40), np.diff(ds.label_indptr)).tolist(), ds.label_idx.tolist()))
+  n = stream.num_pairs
+  got = []
+  for step in range(-(-2 * n // 8)):
+    b = stream.batch(step)
+    assert b['feat_idx_BxF'].shape == (8, 1) and b['pos_BxP'].shape[0] == 8
+    for img, label, pos in zip(b['feat_idx_BxF'][:, 0], b['label_B'], b['pos_BxP']):
+      assert label in pos
+      got.append((int(img), int(label)))
+  assert sorted(got[:n]) == want and sorted(got[n:2 * n]) == want
+  assert got[:n] != got[n:2 * n]  # a new order every epoch
+  again = shards.ShardedPairStream(shards.ShardSet(tmp_path), batch_size=8, seed=3)
+  np.testing.assert_array_equal(again.batch(5)['label_B'], stream.batch(5)['label_B'])
+
+
+def test_training_streams_from_shards(tmp_path):
+  c = wsabie_webscale.get_config('small')
+  c.data.shards_dir = str(tmp_path / 'shards')
+  c.data.num_train, c.data.shard_size = 4000, 1500
+  c.data.synthetic.num_labels = 200
+  spec = synthetic.SyntheticSpec(**c.data.synthetic)
+  for split, n in (('train', 4000), ('valid', 300), ('test', 300)):
+    shards.write_synthetic(spec, tmp_path / 'shards' / split, n, c.data.shard_size, split)
+  c.model.dim, c.train.num_epochs = 16, 2
+  metrics = train.train_and_evaluate(c, tmp_path / 'run')
+  assert metrics['num_images'] == 300 and metrics['epochs'] >= 2
+  assert metrics['p@1'] > 2 * metrics['freq_p@1']

@@ -1,0 +1,193 @@
+"""Data larger than memory: CSR shards on disk, streamed one shard at a time.
+
+Layout of a shard set directory:
+  meta.json          sizes, label names, label parents and counts, shard list
+  shard-00000.npz    feat_indptr, feat_idx, feat_val, label_indptr, label_idx
+
+Training walks the positive pairs epoch by epoch: the shard order is permuted
+per epoch and the pairs within a shard per (epoch, shard), so batch `step` is
+a pure function of (seed, step) as with in-memory data, and the host holds
+one shard (plus the prefetched batches) at a time.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import multiprocessing
+import pathlib
+
+import numpy as np
+
+from wsabie_jax.data import synthetic
+from wsabie_jax.data.batching import pad_images
+from wsabie_jax.data.dataset import SparseDataset
+
+
+def _write_shard(directory: pathlib.Path, i: int, ds: SparseDataset) -> dict:
+  name = f'shard-{i:05d}.npz'
+  np.savez(directory / name, feat_indptr=ds.feat_indptr, feat_idx=ds.feat_idx,
+           feat_val=ds.feat_val, label_indptr=ds.label_indptr, label_idx=ds.label_idx)
+  return {'file': name, 'num_images': ds.num_images, 'num_pairs': len(ds.label_idx),
+          'num_features': ds.num_features, 'label_counts': ds.label_frequencies(),
+          'max_features': int(np.diff(ds.feat_indptr).max(initial=0)),
+          'max_positives': int(np.diff(ds.label_indptr).max(initial=0))}
+
+
+def _write_meta(directory: pathlib.Path, entries: list, label_names, label_parents) -> dict:
+  meta = {'num_features': entries[0]['num_features'], 'label_names': list(label_names),
+          'label_parents': None if label_parents is None else np.asarray(label_parents).tolist(),
+          'label_counts': np.sum([e.pop('label_counts') for e in entries], 0).tolist(),
+          'max_features': max(e.pop('max_features') for e in entries),
+          'max_positives': max(e.pop('max_positives') for e in entries),
+          'shards': [{k: e[k] for k in ('file', 'num_images', 'num_pairs')} for e in entries]}
+  (directory / 'meta.json').write_text(json.dumps(meta))
+  return meta
+
+
+def write_shard_set(directory, shards, label_names, label_parents=None) -> dict:
+  """Writes SparseDataset shards (any iterable) and the meta.json describing them."""
+  directory = pathlib.Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  entries = [_write_shard(directory, i, ds) for i, ds in enumerate(shards)]
+  return _write_meta(directory, entries, label_names, label_parents)
+
+
+def _synthetic_shard(args):
+  spec, world, directory, i, n, split = args
+  return _write_shard(directory, i, synthetic.generate(spec, n, split, shard=i, world=world))
+
+
+def write_synthetic(spec: synthetic.SyntheticSpec, directory, num_images: int, shard_size: int,
+                    split: str = 'train', progress=None, workers: int = 1) -> dict:
+  """Generates a synthetic split shard by shard (each shard its own random
+  stream, so the result does not depend on `workers`)."""
+  directory = pathlib.Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  world = synthetic.make_world(spec)
+  jobs = [(spec, world, directory, i, min(shard_size, num_images - s), split)
+          for i, s in enumerate(range(0, num_images, shard_size))]
+  entries = []
+  with multiprocessing.get_context('fork').Pool(workers) if workers > 1 else _Serial() as pool:
+    for entry in pool.imap(_synthetic_shard, jobs):
+      entries.append(entry)
+      if progress:
+        progress(len(entries), len(jobs))
+  names = [f'g{g}_l{y}' for y, g in enumerate(world.parent_Y)]
+  return _write_meta(directory, entries, names, world.parent_Y[:, None])
+
+
+class _Serial:
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    return False
+
+  imap = staticmethod(map)
+
+
+class ShardSet:
+  """A shard set on disk: its meta data, and each shard loaded on demand."""
+
+  def __init__(self, directory, preprocess=lambda ds: ds):
+    self.directory = pathlib.Path(directory)
+    meta_path = self.directory / 'meta.json'
+    if not meta_path.exists():
+      raise FileNotFoundError(f'{meta_path} not found: write the shards first '
+                              '(python launch/make_shards.py)')
+    self.meta = json.loads(meta_path.read_text())
+    self.preprocess = preprocess
+    self.num_pairs_S = np.array([s['num_pairs'] for s in self.meta['shards']], np.int64)
+    parents = self.meta['label_parents']
+    self.label_parents = None if parents is None else np.asarray(parents, np.int32)
+
+  @property
+  def label_names(self) -> list[str]:
+    return self.meta['label_names']
+
+  @property
+  def num_labels(self) -> int:
+    return len(self.meta['label_names'])
+
+  @functools.cached_property
+  def num_features(self) -> int:
+    """After preprocessing (a bias feature adds one)."""
+    return self.load(0).num_features
+
+  @property
+  def max_features(self) -> int:
+    return self.meta['max_features'] + self.num_features - self.meta['num_features']
+
+  @property
+  def max_positives(self) -> int:
+    return self.meta['max_positives']
+
+  skipped_empty = 0
+
+  @property
+  def num_images(self) -> int:
+    return sum(s['num_images'] for s in self.meta['shards'])
+
+  def label_frequencies(self) -> np.ndarray:
+    return np.asarray(self.meta['label_counts'])
+
+  def load(self, i: int) -> SparseDataset:
+    with np.load(self.directory / self.meta['shards'][i]['file']) as z:
+      ds = SparseDataset(z['feat_indptr'], z['feat_idx'], z['feat_val'], z['label_indptr'],
+                         z['label_idx'], self.meta['num_features'], self.label_names,
+                         self.label_parents)
+    return self.preprocess(ds)
+
+  def load_all(self) -> SparseDataset:
+    """The whole set in memory (for validation and test sets)."""
+    parts = [self.load(i) for i in range(len(self.num_pairs_S))]
+    first = parts[0]
+    cat = lambda name: np.concatenate([getattr(p, name) for p in parts])
+    ptr = lambda name: np.concatenate([[0]] + [getattr(p, name)[1:] + off for p, off in zip(
+        parts, np.cumsum([0] + [getattr(p, name)[-1] for p in parts[:-1]]))])
+    return SparseDataset(ptr('feat_indptr'), cat('feat_idx'), cat('feat_val'), ptr('label_indptr'),
+                         cat('label_idx'), first.num_features, first.label_names, first.label_parents)
+
+
+class ShardedPairStream:
+  """Like batching.PairStream, over a ShardSet; holds one shard in memory."""
+
+  def __init__(self, shard_set: ShardSet, batch_size: int, seed: int):
+    self.shards, self.batch_size, self.seed = shard_set, batch_size, seed
+    self.max_features, self.max_positives = shard_set.max_features, shard_set.max_positives
+    self.num_pairs = int(shard_set.num_pairs_S.sum())
+    self._cached = (None, None)  # ((epoch, shard), (dataset, pair_image, pair_label, permutation))
+
+  def position(self, step: int) -> dict:
+    consumed = step * self.batch_size
+    return {'pairs_consumed': consumed, 'epoch': consumed // self.num_pairs,
+            'offset_in_epoch': consumed % self.num_pairs}
+
+  def _shard(self, epoch: int, shard: int):
+    if self._cached[0] != (epoch, shard):
+      ds = self.shards.load(shard)
+      pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
+      perm = np.random.default_rng([self.seed, epoch, shard]).permutation(len(pair_image))
+      self._cached = ((epoch, shard), (ds, pair_image, ds.label_idx, perm))
+    return self._cached[1]
+
+  def batch(self, step: int) -> dict:
+    ids = step * self.batch_size + np.arange(self.batch_size)
+    epochs, rest = ids // self.num_pairs, ids % self.num_pairs
+    parts = []
+    for epoch in np.unique(epochs):
+      order = np.random.default_rng([self.seed, int(epoch)]).permutation(len(self.shards.num_pairs_S))
+      ends = np.cumsum(self.shards.num_pairs_S[order])
+      r = rest[epochs == epoch]
+      k = np.searchsorted(ends, r, side='right')
+      for slot in np.unique(k):
+        shard = int(order[slot])
+        ds, pair_image, pair_label, perm = self._shard(int(epoch), shard)
+        offsets = r[k == slot] - (ends[slot] - self.shards.num_pairs_S[shard])
+        pairs = perm[offsets]
+        padded = pad_images(ds.subset(pair_image[pairs]), self.max_features, self.max_positives)
+        parts.append((padded, pair_label[pairs]))
+    cat = lambda f: np.concatenate([f(p) for p in parts])
+    return {'feat_idx_BxF': cat(lambda p: p[0].feat_idx_nxF), 'feat_val_BxF': cat(lambda p: p[0].feat_val_nxF),
+            'label_B': cat(lambda p: p[1]), 'pos_BxP': cat(lambda p: p[0].pos_nxP),
+            'num_pos_B': cat(lambda p: p[0].num_pos_n), 'weight_B': np.ones(self.batch_size, np.float32)}
