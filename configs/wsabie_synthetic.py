@@ -41,6 +41,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.loss.num_draws = 100      # K: fixed budget of parallel negative draws
   c.loss.rank_weights = 'harmonic'   # α_j = 1/j | 'mean_rank' | 'top1'
   c.loss.rank_estimate = 'first_violator'  # ⌊(Y−1)/N⌋ | 'violator_count'
+  c.loss.violators = 'first'  # Alg. 1's first violator | 'all' violators among the K draws
   c.loss.margin = 1.0
 
   c.optim = ml_collections.ConfigDict()

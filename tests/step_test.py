@@ -46,20 +46,32 @@ def _reference_update(cfg, state, batch):
       return (x, W[i]) if cfg.score == 'dot' else (2 * (x - W[i]), 2 * (W[i] - x))
 
     num_neg = Y - batch['num_pos_B'][b]
-    for n, ybar in enumerate(neg[b][:min(cfg.num_draws, num_neg)], 1):
-      if f(ybar) > f(y) - 1:  # Alg. 1 line 11
-        weight = np.sum(1.0 / np.arange(1, num_neg // n + 1))  # L(⌊(Y−1)/N⌋), α_j = 1/j
-        dw_ybar, dx_ybar = df_dw(ybar)
-        dw_y, dx_y = df_dw(y)
-        gW[ybar] += weight * dw_ybar
-        gW[y] -= weight * dw_y
-        sqW[ybar] += np.mean((weight * dw_ybar) ** 2)
-        sqW[y] += np.mean((weight * dw_y) ** 2)
-        gx = weight * (dx_ybar - dx_y)
-        for j, v in zip(idx, val):
-          gV[j] += v * gx
-          sqV[j] += np.mean((v * gx) ** 2)
-        break
+    budget = neg[b][:min(cfg.num_draws, num_neg)]
+    violators = [j for j, ybar in enumerate(budget) if f(ybar) > f(y) - 1]  # Alg. 1 line 11
+    if not violators:
+      continue
+    if cfg.rank_estimate == 'violator_count':
+      rank = int(np.floor(num_neg * len(violators) / len(budget)))
+    else:
+      rank = num_neg // (violators[0] + 1)  # ⌊(Y−1)/N⌋
+    weight = np.sum(1.0 / np.arange(1, rank + 1))  # L(rank), α_j = 1/j
+    chosen = violators if cfg.violators == 'all' else violators[:1]
+    # Adagrad squares are per occurrence: each drawn violator's row, and the
+    # pair's positive row and feature rows with the pair's summed gradient.
+    gx, gw_y = np.zeros(D), np.zeros(D)
+    for j in chosen:
+      ybar, w = budget[j], weight / len(chosen)
+      dw_ybar, dx_ybar = df_dw(ybar)
+      dw_y, dx_y = df_dw(y)
+      gW[ybar] += w * dw_ybar
+      sqW[ybar] += np.mean((w * dw_ybar) ** 2)
+      gw_y -= w * dw_y
+      gx += w * (dx_ybar - dx_y)
+    gW[y] += gw_y
+    sqW[y] += np.mean(gw_y ** 2)
+    for jj, v in zip(idx, val):
+      gV[jj] += v * gx
+      sqV[jj] += np.mean((v * gx) ** 2)
   new = []
   for table, grad, acc, sq, rows in ((V, gV, acc_V, sqV, np.unique(batch['feat_idx_BxF'])),
                                      (W, gW, acc_W, sqW, None)):
@@ -77,11 +89,14 @@ def _reference_update(cfg, state, batch):
   return new
 
 
-@pytest.mark.parametrize('score,optimizer', [('dot', 'sgd'), ('neg_sq_euclidean', 'sgd'),
-                                             ('dot', 'adagrad')])
-def test_step_matches_slow_reference(score, optimizer):
+@pytest.mark.parametrize('score,optimizer,violators,estimate', [
+    ('dot', 'sgd', 'first', 'first_violator'), ('neg_sq_euclidean', 'sgd', 'first', 'first_violator'),
+    ('dot', 'adagrad', 'first', 'first_violator'), ('dot', 'sgd', 'all', 'violator_count'),
+    ('dot', 'adagrad', 'all', 'first_violator')])
+def test_step_matches_slow_reference(score, optimizer, violators, estimate):
   cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, score=score, optimizer=optimizer,
-                            learning_rate=0.3, max_norm=0.8)
+                            learning_rate=0.3, max_norm=0.8, violators=violators,
+                            rank_estimate=estimate)
   state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg, D)
   # Larger initial rows (still in the ball, as training keeps them) so that
   # some pairs find a violator and some do not.

@@ -35,6 +35,7 @@ class StepConfig:
   num_draws: int = 100          # K, the fixed budget of parallel draws
   rank_weights: str = 'harmonic'
   rank_estimate: str = 'first_violator'
+  violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
   margin: float = 1.0
   score: str = 'dot'
   optimizer: str = 'sgd'
@@ -43,7 +44,8 @@ class StepConfig:
 
   def __post_init__(self):
     choices = {'loss': LOSSES, 'score': model.SCORES, 'optimizer': row_optim.OPTIMIZERS,
-               'rank_weights': warp.RANK_WEIGHTS, 'rank_estimate': warp.RANK_ESTIMATES}
+               'rank_weights': warp.RANK_WEIGHTS, 'rank_estimate': warp.RANK_ESTIMATES,
+               'violators': warp.VIOLATORS}
     for field, allowed in choices.items():
       if getattr(self, field) not in allowed:
         raise ValueError(f'{field}={getattr(self, field)!r} is not one of {allowed}')
@@ -85,31 +87,39 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, neg_Bx
   pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
   neg_scores_BxK = model.score(image_BxD, W[neg_BxK], cfg.score)
   if cfg.loss == 'auc':  # margin ranking against one uniform negative (Table 5 "AUC")
+    found_B = neg_scores_BxK[:, 0] > pos_score_B - cfg.margin
     pick = warp.Violators(jnp.zeros_like(batch['label_B']), jnp.ones_like(pos_score_B),
-                          jnp.ones_like(batch['label_B']),
-                          neg_scores_BxK[:, 0] > pos_score_B - cfg.margin)
+                          jnp.ones_like(batch['label_B']), found_B, found_B[:, None])
   else:
     pick = warp.find_violators(pos_score_B, neg_scores_BxK,
                                cfg.num_labels - batch['num_pos_B'], cfg.num_labels,
                                cfg.rank_weights, cfg.rank_estimate, cfg.margin)
-  viol_label_B = jnp.take_along_axis(neg_BxK, pick.index_B[:, None], 1)[:, 0]
   weight_B = pick.weight_B * batch['weight_B']
+  if cfg.violators == 'all' and cfg.loss != 'auc':
+    # Each of the v violators weighted L(rank)/v: the same expected loss as
+    # one uniformly chosen violator (eq. (6)), with less variance.
+    num_viol_B = jnp.maximum(jnp.sum(pick.violates_BxK, axis=1), 1)
+    neg_weight_BxJ = pick.violates_BxK * (weight_B / num_viol_B)[:, None]
+    neg_ids_BxJ = neg_BxK
+  else:  # Alg. 1: the first violator in draw order
+    neg_weight_BxJ = weight_B[:, None]
+    neg_ids_BxJ = jnp.take_along_axis(neg_BxK, pick.index_B[:, None], 1)
 
-  def loss_fn(V_rows_BxFxD, W_pos_BxD, W_viol_BxD):  # eq. (9), summed over pairs
+  def loss_fn(V_rows_BxFxD, W_pos_BxD, W_neg_BxJxD):  # eq. (9), summed over pairs
     image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
     pos_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
-    viol_B = model.score(image_BxD, W_viol_BxD[:, None], cfg.score)[:, 0]
-    return jnp.sum(weight_B * warp.hinge(pos_B, viol_B, cfg.margin))
+    neg_BxJ = model.score(image_BxD, W_neg_BxJxD, cfg.score)
+    return jnp.sum(neg_weight_BxJ * warp.hinge(pos_B[:, None], neg_BxJ, cfg.margin))
 
-  loss, (gV, gW_pos, gW_viol) = jax.value_and_grad(loss_fn, (0, 1, 2))(
-      V_rows_BxFxD, W_pos_BxD, W[viol_label_B])
+  loss, (gV, gW_pos, gW_neg) = jax.value_and_grad(loss_fn, (0, 1, 2))(
+      V_rows_BxFxD, W_pos_BxD, W[neg_ids_BxJ])
   real_B = batch['weight_B'] > 0
   stats = {'loss': loss, 'pairs': jnp.sum(real_B),
            'violator_found': jnp.sum(pick.found_B & real_B),
            'draws_to_violator': jnp.sum(jnp.where(pick.found_B & real_B, pick.num_trials_B, 0))}
   grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
-                   jnp.concatenate([batch['label_B'], viol_label_B]),
-                   jnp.concatenate([gW_pos, gW_viol]))
+                   jnp.concatenate([batch['label_B'], neg_ids_BxJ.reshape(-1)]),
+                   jnp.concatenate([gW_pos, gW_neg.reshape(-1, W.shape[1])]))
   return grads, stats
 
 

@@ -27,6 +27,7 @@ def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.
   return step_lib.StepConfig(
       num_labels=num_labels, loss=config.loss.kind, num_draws=config.loss.num_draws,
       rank_weights=config.loss.rank_weights, rank_estimate=config.loss.rank_estimate,
+      violators=config.loss.violators,
       margin=config.loss.margin, score=config.model.score, optimizer=config.optim.kind,
       learning_rate=config.optim.learning_rate, max_norm=config.model.max_norm)
 
@@ -105,6 +106,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   progress = Progress(total_steps, config.train.batch_size)
 
   def validate(state):
+    if valid.num_images == 0:  # nothing to select on: the last state is the model
+      return False
     val = evaluation.evaluate_params(state.params, padded_valid, limit=config.train.eval_subset, **ev)
     summaries.scalars(int(state.step), val, 'valid')
     if val[metric] > record['best_metric']:

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 RANK_WEIGHTS = ('harmonic', 'mean_rank', 'top1')
 RANK_ESTIMATES = ('first_violator', 'violator_count')
+VIOLATORS = ('first', 'all')
 
 
 def rank_loss(rank: jax.Array, num_labels: int, kind: str) -> jax.Array:
@@ -33,6 +34,7 @@ class Violators(NamedTuple):
   weight_B: jax.Array    # L(rank estimate), 0 when there is no violator
   num_trials_B: jax.Array  # N, Alg. 1's trial count; K+1 when none was found
   found_B: jax.Array     # bool
+  violates_BxK: jax.Array  # every draw that violates the margin (within the budget)
 
 
 def find_violators(pos_score_B: jax.Array, neg_scores_BxK: jax.Array,
@@ -61,7 +63,7 @@ def find_violators(pos_score_B: jax.Array, neg_scores_BxK: jax.Array,
   else:
     raise ValueError(f'rank estimate {rank_estimate!r} is not one of {RANK_ESTIMATES}')
   weight_B = jnp.where(found_B, rank_loss(rank_B, num_labels, rank_weights), 0.0)
-  return Violators(index_B, weight_B, num_trials_B, found_B)
+  return Violators(index_B, weight_B, num_trials_B, found_B, violates_BxK)
 
 
 def hinge(pos_score_B: jax.Array, neg_score_B: jax.Array, margin: float = 1.0) -> jax.Array:
