@@ -27,7 +27,7 @@ def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.
   return step_lib.StepConfig(
       num_labels=num_labels, loss=config.loss.kind, num_draws=config.loss.num_draws,
       rank_weights=config.loss.rank_weights, rank_estimate=config.loss.rank_estimate,
-      violators=config.loss.violators,
+      violators=config.loss.get('violators', 'first'),
       margin=config.loss.margin, score=config.model.score, optimizer=config.optim.kind,
       learning_rate=config.optim.learning_rate, max_norm=config.model.max_norm)
 
