@@ -85,7 +85,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, neg_Bx
   W_pos_BxD = W[batch['label_B']]
   image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
   pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
-  neg_scores_BxK = model.score(image_BxD, W[neg_BxK], cfg.score)
+  W_neg_BxKxD = W[neg_BxK]
+  neg_scores_BxK = model.score(image_BxD, W_neg_BxKxD, cfg.score)
   if cfg.loss == 'auc':  # margin ranking against one uniform negative (Table 5 "AUC")
     found_B = neg_scores_BxK[:, 0] > pos_score_B - cfg.margin
     pick = warp.Violators(jnp.zeros_like(batch['label_B']), jnp.ones_like(pos_score_B),
@@ -100,10 +101,11 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, neg_Bx
     # one uniformly chosen violator (eq. (6)), with less variance.
     num_viol_B = jnp.maximum(jnp.sum(pick.violates_BxK, axis=1), 1)
     neg_weight_BxJ = pick.violates_BxK * (weight_B / num_viol_B)[:, None]
-    neg_ids_BxJ = neg_BxK
+    neg_ids_BxJ, W_neg_BxJxD = neg_BxK, W_neg_BxKxD
   else:  # Alg. 1: the first violator in draw order
     neg_weight_BxJ = weight_B[:, None]
     neg_ids_BxJ = jnp.take_along_axis(neg_BxK, pick.index_B[:, None], 1)
+    W_neg_BxJxD = W[neg_ids_BxJ]
 
   def loss_fn(V_rows_BxFxD, W_pos_BxD, W_neg_BxJxD):  # eq. (9), summed over pairs
     image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
@@ -112,7 +114,7 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, neg_Bx
     return jnp.sum(neg_weight_BxJ * warp.hinge(pos_B[:, None], neg_BxJ, cfg.margin))
 
   loss, (gV, gW_pos, gW_neg) = jax.value_and_grad(loss_fn, (0, 1, 2))(
-      V_rows_BxFxD, W_pos_BxD, W[neg_ids_BxJ])
+      V_rows_BxFxD, W_pos_BxD, W_neg_BxJxD)
   real_B = batch['weight_B'] > 0
   stats = {'loss': loss, 'pairs': jnp.sum(real_B),
            'violator_found': jnp.sum(pick.found_B & real_B),
