@@ -28,7 +28,7 @@ import numpy as np
 
 from configs import wsabie_corel5k
 from wsabie_jax import benchmarking, evaluation, metrics, step as step_lib
-from wsabie_jax.data import batching, load_splits, synthetic
+from wsabie_jax.data import batching, dataset, load_splits, synthetic
 
 _SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval or all.')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
@@ -71,7 +71,6 @@ def lightfm_data(name: str, small: bool):
   if small:
     spec = synthetic.SyntheticSpec(num_labels=500, num_features=1000, nnz=20)
   world = synthetic.make_world(spec)
-  from wsabie_jax.data import dataset
   train = dataset.normalize(synthetic.generate(spec, n[0], 'train', world=world), 'l2')
   test = dataset.normalize(synthetic.generate(spec, n[1], 'test', world=world), 'l2')
   return train, test, None
@@ -92,10 +91,10 @@ def side_by_side(name: str, budget: float, small: bool):
   padded_test = batching.pad_images(test)
   ours_params, ours_epochs = benchmarking.train_ours(train, cfg, dim, batch_size, budget)
   ours = benchmarking.summarize(ours_epochs)
-  ours.update(benchmarking.score_test_split(ours_params, padded_test))
+  ours.update(evaluation.evaluate_params(ours_params, padded_test, ks=(1, 10)))
   lfm, lfm_epochs = benchmarking.train_lightfm(train, dim, budget)
   theirs = benchmarking.summarize(lfm_epochs)
-  theirs.update(benchmarking.score_test_split(*benchmarking.lightfm_as_params(lfm, test)))
+  theirs.update(evaluation.evaluate_params(*benchmarking.lightfm_as_params(lfm, test), ks=(1, 10)))
   print(f'\n{name}: {train.num_images:,} train / {test.num_images:,} test images, '
         f'Y={train.num_labels:,}, d={train.num_features:,}, D={dim}, budget {budget:.0f} s each')
   print(f'{"":<12} {"pairs/s":>10} {"epochs":>7} {"p@1":>7} {"p@10":>7} {"1st ep/s":>10} {"last ep/s":>10}')

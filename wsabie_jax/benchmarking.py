@@ -12,7 +12,7 @@ import time
 import jax
 import numpy as np
 
-from wsabie_jax import evaluation, model, step as step_lib
+from wsabie_jax import model, step as step_lib
 from wsabie_jax.data import batching
 from wsabie_jax.data.dataset import SparseDataset
 
@@ -107,6 +107,3 @@ def summarize(epochs: list) -> dict:
           'seconds': float(seconds.sum()), 'first_epoch_rate': float(rates[0]),
           'last_epoch_rate': float(rates[-1])}
 
-
-def score_test_split(params: model.Params, padded, ks=(1, 10), **kw) -> dict:
-  return evaluation.evaluate_params(params, padded, ks=ks, **kw)

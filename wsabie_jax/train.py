@@ -13,7 +13,6 @@ import time
 
 import jax
 import ml_collections
-import numpy as np
 import logging
 
 from wsabie_jax import checkpointing, evaluation, parallel, step as step_lib, workdir as workdir_lib
