@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wsabie_jax import model, samplers, step as step_lib
+from wsabie_jax import model, row_optim, samplers, step as step_lib
 
 D, d, Y, F, P, B, K = 4, 12, 9, 3, 2, 6, 5
 
@@ -121,6 +121,24 @@ def test_projection_keeps_touched_rows_in_ball_and_leaves_others():
   untouched = np.setdiff1d(np.arange(d), batch['feat_idx_BxF'])
   np.testing.assert_array_equal(np.asarray(state.params.V_dxD)[untouched], before.V_dxD[untouched])
   assert not np.allclose(np.asarray(state.params.V_dxD), before.V_dxD)
+
+
+@pytest.mark.parametrize('optimizer', ['sgd', 'adagrad'])
+def test_dense_and_sparse_row_updates_agree(optimizer):
+  """The two update paths (R ≥ N: summed per row; R < N: per piece) are one update."""
+  rng = np.random.default_rng(3)
+  table_NxD = jnp.asarray(rng.normal(0, 0.4, (10, D)), jnp.float32)
+  rows_R = jnp.asarray([1, 4, 4, 7, 1, 4, 9], jnp.int32)  # repeats; rows 0, 2, 3, ... untouched
+  grads_RxD = jnp.asarray(rng.normal(0, 1, (7, D)), jnp.float32)
+  acc_N = row_optim.init_accumulator(10, optimizer, 0.1)
+  out = [row_optim.update_rows(table_NxD, acc_N, rows_R, grads_RxD, learning_rate=0.3,
+                               optimizer=optimizer, max_norm=0.8, dense=dense)
+         for dense in (True, False)]
+  np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-6)
+  untouched = np.setdiff1d(np.arange(10), rows_R)
+  np.testing.assert_array_equal(np.asarray(out[0][0])[untouched], np.asarray(table_NxD)[untouched])
+  assert np.all(np.linalg.norm(np.asarray(out[0][0])[np.unique(rows_R)], axis=1) <= 0.8 + 1e-5)
 
 
 def test_padding_pairs_do_not_update():

@@ -107,14 +107,16 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, neg_Bx
     neg_ids_BxJ = jnp.take_along_axis(neg_BxK, pick.index_B[:, None], 1)
     W_neg_BxJxD = W[neg_ids_BxJ]
 
-  def loss_fn(V_rows_BxFxD, W_pos_BxD, W_neg_BxJxD):  # eq. (9), summed over pairs
-    image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+  def loss_fn(image_BxD, W_pos_BxD, W_neg_BxJxD):  # eq. (9), summed over pairs
     pos_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
     neg_BxJ = model.score(image_BxD, W_neg_BxJxD, cfg.score)
     return jnp.sum(neg_weight_BxJ * warp.hinge(pos_B[:, None], neg_BxJ, cfg.margin))
 
-  loss, (gV, gW_pos, gW_neg) = jax.value_and_grad(loss_fn, (0, 1, 2))(
-      V_rows_BxFxD, W_pos_BxD, W_neg_BxJxD)
+  loss, (g_image_BxD, gW_pos, gW_neg) = jax.value_and_grad(loss_fn, (0, 1, 2))(
+      image_BxD, W_pos_BxD, W_neg_BxJxD)
+  # image = Σ_f x_f V_f, so a feature row's gradient is its value times the
+  # image's: formed here, it fuses into the optimiser's reads (no B×F×D buffer).
+  gV = batch['feat_val_BxF'][:, :, None] * g_image_BxD[:, None, :]
   real_B = batch['weight_B'] > 0
   stats = {'loss': loss, 'pairs': jnp.sum(real_B),
            'violator_found': jnp.sum(pick.found_B & real_B),
