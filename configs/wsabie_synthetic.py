@@ -43,6 +43,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.loss.rank_estimate = 'first_violator'  # ⌊(Y−1)/N⌋ | 'violator_count'
   c.loss.violators = 'first'  # Alg. 1's first violator | 'all' violators among the K draws
   c.loss.margin = 1.0
+  c.loss.sampler = 'uniform'  # Alg. 1's uniform draws | 'adaptive' (VSE-ens, paper 003)
+  c.loss.rank_scale = 0.01    # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
+  c.loss.refresh_every_draws = 0  # adaptive: re-sort the factor lists (0: every Y·ln Y draws)
 
   c.optim = ml_collections.ConfigDict()
   c.optim.kind = 'adagrad'    # row-wise Adagrad | 'sgd' (fixed rate, as the paper)
@@ -61,6 +64,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.checkpoint_every_steps = 2000
   c.train.select_metric = 'p@1'
   c.train.num_devices = 0     # data parallel over this many devices (0: all)
+  c.train.probe_pairs = 0     # > 0: at each validation, Alg. 1's expected draws per update
+                              # on this many training pairs (paper 003 Fig. 1)
 
   c.eval = ml_collections.ConfigDict()
   c.eval.ks = (1, 5, 10)

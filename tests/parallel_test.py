@@ -7,14 +7,18 @@ from wsabie_jax import parallel, step as step_lib
 from wsabie_jax.data import batching, synthetic
 
 
-@pytest.mark.parametrize('loss,optimizer', [('warp', 'adagrad'), ('warp', 'sgd'), ('auc', 'sgd')])
-def test_four_devices_match_one(loss, optimizer):
+@pytest.mark.parametrize('loss,optimizer,sampler', [
+    ('warp', 'adagrad', 'uniform'), ('warp', 'sgd', 'uniform'), ('auc', 'sgd', 'uniform'),
+    ('warp', 'adagrad', 'adaptive'), ('auc', 'sgd', 'adaptive')])
+def test_four_devices_match_one(loss, optimizer, sampler):
   assert jax.device_count() >= 4, 'tests/conftest.py forces 4 CPU devices'
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 400)
   stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0)
+  adaptive = dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
+                  rank_scale=0.05, refresh_every_draws=64 * 20)  # a refresh every other step
   cfg = step_lib.StepConfig(num_labels=60, loss=loss, num_draws=20, optimizer=optimizer,
-                            learning_rate=0.2)
+                            learning_rate=0.2, **(adaptive if sampler == 'adaptive' else {}))
   init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg, 8)
   one, step1 = init(), step_lib.make_train_step(cfg)
   mesh = parallel.make_mesh(4)

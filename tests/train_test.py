@@ -3,6 +3,7 @@ import json
 
 import jax
 import numpy as np
+import pytest
 
 from configs import wsabie_synthetic
 from wsabie_jax import checkpointing, step as step_lib, train
@@ -31,12 +32,21 @@ def _latest_state(workdir, config):
   return state, record
 
 
-def test_resume_gives_identical_parameters(tmp_path):
-  """N steps in one go == N/2 steps, stop, resume, N/2 more (same data, same RNG)."""
+def _adaptive(c):
+  c.loss.update(sampler='adaptive', violators='all', rank_estimate='violator_count',
+                rank_scale=0.05, refresh_every_draws=5 * 16 * 100)  # every 5 steps
+  return c
+
+
+@pytest.mark.parametrize('sampler', ['uniform', 'adaptive'])
+def test_resume_gives_identical_parameters(tmp_path, sampler):
+  """N steps in one go == N/2 steps, stop, resume, N/2 more (same data, same RNG);
+  with the adaptive sampler its lists (refreshed at step 10, used until 15) too."""
   overrides = dict(eval_every_steps=7, checkpoint_every_steps=1000, patience=100)
-  one_go = _tiny_config(max_steps=24, **overrides)
+  prepare = _adaptive if sampler == 'adaptive' else (lambda c: c)
+  one_go = prepare(_tiny_config(max_steps=24, **overrides))
   train.train_and_evaluate(one_go, tmp_path / 'a')
-  half = _tiny_config(max_steps=12, **overrides)
+  half = prepare(_tiny_config(max_steps=12, **overrides))
   train.train_and_evaluate(half, tmp_path / 'b')
   _, record = _latest_state(tmp_path / 'b', half)
   assert record['data_position']['pairs_consumed'] == 12 * 16
@@ -47,6 +57,8 @@ def test_resume_gives_identical_parameters(tmp_path):
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
   assert record['data_position']['pairs_consumed'] == 24 * 16
+  if sampler == 'adaptive':
+    assert int(b.sampler.refreshed_at) == 20
 
 
 def test_early_stopping_keeps_best_checkpoint(tmp_path):

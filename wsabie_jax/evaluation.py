@@ -1,6 +1,7 @@
 """Evaluates a ranking model over a padded data set with the exact metrics."""
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import jax
@@ -57,3 +58,37 @@ def evaluate_frequency_baseline(label_counts_Y: np.ndarray, padded: PaddedImages
   W = jnp.asarray(label_counts_Y, jnp.float32)[:, None]
   return evaluate_ranking(lambda i, v: jnp.ones((i.shape[0], 1)), W, padded,
                           **dict(kw, score='dot'))
+
+
+@functools.partial(jax.jit, static_argnames='score')
+def _draws_needed(V_dxD, W_YxD, feat_idx_BxF, feat_val_BxF, label_B, pos_BxP, num_pos_B, margin,
+                  score):
+  image_BxD = model.embed_images(V_dxD[feat_idx_BxF], feat_val_BxF)
+  scores_BxY = model.score_all(image_BxD, W_YxD, score)
+  pos_score_B = jnp.take_along_axis(scores_BxY, label_B[:, None], 1)
+  is_pos_BxY = jnp.zeros(scores_BxY.shape, bool).at[jnp.arange(len(label_B))[:, None], pos_BxP].set(
+      True, mode='drop')
+  violators_B = jnp.sum((scores_BxY > pos_score_B - margin) & ~is_pos_BxY, axis=1)
+  negatives_B = (W_YxD.shape[0] - num_pos_B).astype(jnp.float32)
+  p_B = violators_B / negatives_B
+  # Alg. 1 draws until a violator or Y−|P| trials: E[min(Geometric(p), M)] = (1 − (1−p)^M)/p.
+  expected_B = jnp.where(violators_B > 0, -jnp.expm1(negatives_B * jnp.log1p(-p_B)) / p_B,
+                         negatives_B)
+  return expected_B, violators_B > 0
+
+
+def uniform_draws_needed(params: model.Params, batch: dict, margin: float = 1.0,
+                         score: str = 'dot') -> dict:
+  """Paper 003 Fig. 1: the draws sequential uniform WARP needs per update, exactly.
+
+  For each training pair, every label is scored (dot) to count its violators v
+  among the M = Y−|P| negatives; Alg. 1's expected number of draws is then
+  E[min(Geometric(v/M), M)]. Returns the mean per pair, per update (pairs with
+  v > 0) and the fraction of pairs with a violator.
+  """
+  expected_B, found_B = jax.device_get(_draws_needed(
+      params.V_dxD, params.W_YxD, batch['feat_idx_BxF'], batch['feat_val_BxF'], batch['label_B'],
+      batch['pos_BxP'], batch['num_pos_B'], margin, score))
+  return {'draws_per_pair': float(expected_B.mean()),
+          'draws_per_update': float(expected_B[found_B].mean()) if found_B.any() else float('nan'),
+          'violating_fraction': float(found_B.mean())}

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from wsabie_jax import samplers, step as step_lib
+from wsabie_jax import step as step_lib
 
 AXIS = 'data'
 
@@ -66,20 +66,19 @@ def make_parallel_train_step(cfg: step_lib.StepConfig, mesh: Mesh):
   """The jitted, donated data-parallel step: (state, sharded batch) -> (state, stats)."""
   if cfg.loss == 'exact':
     raise ValueError('the exact-rank reference (loss=exact) runs on one device only')
-  num_draws = 1 if cfg.loss == 'auc' else cfg.num_draws
 
   def local_step(state: step_lib.TrainState, batch: dict):
     rows = batch['label_B'].shape[0]
-    # The global batch's draws (B·K integers), then this device's rows of them.
+    # The global batch's draws (their uniforms), then this device's rows of them.
     num_pos_B = jax.lax.all_gather(batch['num_pos_B'], AXIS, tiled=True)
     key = jax.random.fold_in(state.key, state.step)
-    u_BxK = samplers.uniform_draws(key, num_pos_B, cfg.num_labels, num_draws)
+    u_BxK = step_lib.draw_uniforms(cfg, key, num_pos_B)
     u_bxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(AXIS) * rows, rows)
-    neg_bxK = samplers.skip_positives(u_bxK, batch['pos_BxP'])
-    grads, stats = step_lib.sampled_row_grads(cfg, state.params, batch, neg_bxK)
+    sampler = step_lib.current_sampler(cfg, state, num_pos_B.shape[0])
+    grads, stats = step_lib.sampled_row_grads(cfg, state.params, batch, u_bxK, sampler)
     grads = jax.tree.map(lambda g: jax.lax.all_gather(g, AXIS, tiled=True), grads)
     stats = jax.tree.map(lambda s: jax.lax.psum(s, AXIS), stats)
-    return step_lib.apply_row_grads(cfg, state, grads), stats
+    return step_lib.apply_row_grads(cfg, state, grads, sampler), stats
 
   # Replicated by construction (every replica applies the same all-gathered
   # updates; tests/parallel_test.py checks it), which the checker cannot infer

@@ -15,9 +15,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax import model, row_optim, samplers, warp
+from wsabie_jax import adaptive_sampler, model, row_optim, samplers, warp
 
 LOSSES = ('warp', 'auc', 'exact')
+SAMPLERS = ('uniform', 'adaptive')
 
 
 class TrainState(NamedTuple):
@@ -26,13 +27,17 @@ class TrainState(NamedTuple):
   acc_V_d: jax.Array  # row-wise Adagrad accumulators (empty for SGD)
   acc_W_Y: jax.Array
   key: jax.Array      # raw uint32[2]; the step's key is fold_in(key, step)
+  sampler: adaptive_sampler.SamplerState | None = None  # VSE-ens lists (sampler='adaptive')
 
 
 @dataclasses.dataclass(frozen=True)
 class StepConfig:
   num_labels: int
-  loss: str = 'warp'            # 'warp' (Alg. 1), 'auc' (one uniform negative), 'exact' (OWPC-SGD)
+  loss: str = 'warp'            # 'warp' (Alg. 1), 'auc' (one negative, plain hinge), 'exact' (OWPC-SGD)
   num_draws: int = 100          # K, the fixed budget of parallel draws
+  sampler: str = 'uniform'      # 'uniform' (Alg. 1) | 'adaptive' (VSE-ens, paper 003 Alg. 1)
+  rank_scale: float = 0.01      # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
+  refresh_every_draws: int = 0  # adaptive: re-sort the lists after this many draws (0: Y·ln Y)
   rank_weights: str = 'harmonic'
   rank_estimate: str = 'first_violator'
   violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
@@ -45,21 +50,37 @@ class StepConfig:
   def __post_init__(self):
     choices = {'loss': LOSSES, 'score': model.SCORES, 'optimizer': row_optim.OPTIMIZERS,
                'rank_weights': warp.RANK_WEIGHTS, 'rank_estimate': warp.RANK_ESTIMATES,
-               'violators': warp.VIOLATORS}
+               'violators': warp.VIOLATORS, 'sampler': SAMPLERS}
     for field, allowed in choices.items():
       if getattr(self, field) not in allowed:
         raise ValueError(f'{field}={getattr(self, field)!r} is not one of {allowed}')
+    if self.sampler == 'adaptive':
+      if self.loss == 'exact':
+        raise ValueError("sampler='adaptive' draws negatives; loss='exact' scores every label")
+      if self.loss == 'warp' and (self.violators, self.rank_estimate) != ('all', 'violator_count'):
+        raise ValueError("sampler='adaptive' with loss='warp' weights every violator by importance "
+                         "(warp.importance_weights): set violators='all', rank_estimate='violator_count'")
+      if not 0 < self.rank_scale <= 1:
+        raise ValueError(f'rank_scale={self.rank_scale} must be in (0, 1] (λ relative to Y)')
+
+  @property
+  def draws_per_pair(self) -> int:
+    # AUC with uniform draws needs one; adaptive draws may hit positives, so
+    # AUC takes the first of K that is not (rejection with a fixed budget).
+    return 1 if self.loss == 'auc' and self.sampler == 'uniform' else self.num_draws
 
 
 def init_state(key: jax.Array, num_features: int, cfg: StepConfig, dim: int,
                adagrad_init: float = 0.1) -> TrainState:
   key_init, key_steps = jax.random.split(key)
   params = model.init_params(key_init, num_features, cfg.num_labels, dim, cfg.max_norm)
+  step = jnp.zeros((), jnp.int32)
   return TrainState(
-      step=jnp.zeros((), jnp.int32), params=params,
+      step=step, params=params,
       acc_V_d=row_optim.init_accumulator(num_features, cfg.optimizer, adagrad_init),
       acc_W_Y=row_optim.init_accumulator(cfg.num_labels, cfg.optimizer, adagrad_init),
-      key=key_steps)
+      key=key_steps,
+      sampler=adaptive_sampler.refresh(params.W_YxD, 0) if cfg.sampler == 'adaptive' else None)
 
 
 class RowGrads(NamedTuple):
@@ -70,40 +91,59 @@ class RowGrads(NamedTuple):
   W_grads_SxD: jax.Array
 
 
-def draw_negatives(cfg: StepConfig, state: TrainState, batch: dict) -> jax.Array:
-  """The step's K uniform draws per pair; its key is fold_in(key, step)."""
-  key = jax.random.fold_in(state.key, state.step)
-  num_draws = 1 if cfg.loss == 'auc' else cfg.num_draws
-  return samplers.uniform_negatives(key, batch['pos_BxP'], batch['num_pos_B'],
-                                    cfg.num_labels, num_draws)
+def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.Array:
+  """The randomness of the step's draws, B-leading (a data-parallel step slices it)."""
+  if cfg.sampler == 'adaptive':
+    return adaptive_sampler.draw_uniforms(key, num_pos_B.shape[0], cfg.draws_per_pair)
+  return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
 
 
-def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, neg_BxK: jax.Array):
-  """WARP (Alg. 1 with K parallel draws) or AUC on gathered rows: (RowGrads, stats)."""
+def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK: jax.Array,
+                      sampler: adaptive_sampler.SamplerState | None = None):
+  """WARP (Alg. 1 with K parallel draws) or AUC on gathered rows: (RowGrads, stats).
+
+  `u_BxK` are the draws' uniforms (`draw_uniforms`); the negatives are made from
+  them here, the adaptive ones from the image's embedding.
+  """
   V, W = params
   V_rows_BxFxD = V[batch['feat_idx_BxF']]
   W_pos_BxD = W[batch['label_B']]
   image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
   pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
+  if cfg.sampler == 'adaptive':
+    neg_BxK = adaptive_sampler.draw(sampler, image_BxD, u_BxK, cfg.rank_scale)
+    valid_BxK = ~adaptive_sampler.is_positive(neg_BxK, batch['pos_BxP'])
+  else:
+    neg_BxK = samplers.skip_positives(u_BxK, batch['pos_BxP'])
+    valid_BxK = jnp.ones(neg_BxK.shape, bool)
   W_neg_BxKxD = W[neg_BxK]
   neg_scores_BxK = model.score(image_BxD, W_neg_BxKxD, cfg.score)
-  if cfg.loss == 'auc':  # margin ranking against one uniform negative (Table 5 "AUC")
-    found_B = neg_scores_BxK[:, 0] > pos_score_B - cfg.margin
-    pick = warp.Violators(jnp.zeros_like(batch['label_B']), jnp.ones_like(pos_score_B),
-                          jnp.ones_like(batch['label_B']), found_B, found_B[:, None])
+  num_negatives_B = cfg.num_labels - batch['num_pos_B']
+  if cfg.loss == 'auc':  # plain hinge against one negative (Table 5 "AUC"; paper 003 Alg. 1 l. 20)
+    first_B = jnp.argmax(valid_BxK, axis=1)
+    first_score_B = jnp.take_along_axis(neg_scores_BxK, first_B[:, None], 1)[:, 0]
+    found_B = jnp.any(valid_BxK, axis=1) & (first_score_B > pos_score_B - cfg.margin)
+    pick = warp.Violators(first_B, jnp.ones_like(pos_score_B), first_B + 1, found_B,
+                          found_B[:, None])
   else:
-    pick = warp.find_violators(pos_score_B, neg_scores_BxK,
-                               cfg.num_labels - batch['num_pos_B'], cfg.num_labels,
-                               cfg.rank_weights, cfg.rank_estimate, cfg.margin)
+    pick = warp.find_violators(pos_score_B, neg_scores_BxK, num_negatives_B, cfg.num_labels,
+                               cfg.rank_weights, cfg.rank_estimate, cfg.margin, valid_BxK)
   weight_B = pick.weight_B * batch['weight_B']
-  if cfg.violators == 'all' and cfg.loss != 'auc':
+  if cfg.sampler == 'adaptive' and cfg.loss == 'warp':
+    proposal_BxK = adaptive_sampler.proposal_prob(sampler, jax.lax.stop_gradient(image_BxD),
+                                                  neg_BxK, cfg.rank_scale)
+    _, neg_weight_BxJ = warp.importance_weights(pick.violates_BxK, proposal_BxK,
+                                                num_negatives_B, cfg.num_labels, cfg.rank_weights)
+    neg_weight_BxJ = neg_weight_BxJ * batch['weight_B'][:, None]
+    neg_ids_BxJ, W_neg_BxJxD = neg_BxK, W_neg_BxKxD
+  elif cfg.violators == 'all' and cfg.loss == 'warp':
     # Each of the v violators weighted L(rank)/v: the same expected loss as
     # one uniformly chosen violator (eq. (6)), with less variance.
     num_viol_B = jnp.maximum(jnp.sum(pick.violates_BxK, axis=1), 1)
     neg_weight_BxJ = pick.violates_BxK * (weight_B / num_viol_B)[:, None]
     neg_ids_BxJ, W_neg_BxJxD = neg_BxK, W_neg_BxKxD
   else:  # Alg. 1: the first violator in draw order
-    neg_weight_BxJ = weight_B[:, None]
+    neg_weight_BxJ = (weight_B * pick.found_B)[:, None]
     neg_ids_BxJ = jnp.take_along_axis(neg_BxK, pick.index_B[:, None], 1)
     W_neg_BxJxD = W[neg_ids_BxJ]
 
@@ -147,23 +187,35 @@ def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
   return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0)}
 
 
-def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads) -> TrainState:
+def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
+                    sampler: adaptive_sampler.SamplerState | None = None) -> TrainState:
   """The optimiser step on the touched rows only, then their projection."""
   opt = dict(learning_rate=cfg.learning_rate, optimizer=cfg.optimizer, max_norm=cfg.max_norm)
   V, acc_V = row_optim.update_rows(state.params.V_dxD, state.acc_V_d, grads.V_rows_R,
                                    grads.V_grads_RxD, **opt)
   W, acc_W = row_optim.update_rows(state.params.W_YxD, state.acc_W_Y, grads.W_rows_S,
                                    grads.W_grads_SxD, **opt)
-  return TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key)
+  return TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key, sampler)
+
+
+def current_sampler(cfg: StepConfig, state: TrainState, global_batch_size: int):
+  """The VSE-ens lists for this step, refreshed every |Y|·log|Y| draws (Alg. 1 l. 4)."""
+  if cfg.sampler != 'adaptive':
+    return None
+  interval = adaptive_sampler.refresh_interval_steps(
+      cfg.num_labels, global_batch_size * cfg.draws_per_pair, cfg.refresh_every_draws)
+  return adaptive_sampler.maybe_refresh(state.sampler, state.params.W_YxD, state.step, interval)
 
 
 def train_step(cfg: StepConfig, state: TrainState, batch: dict):
   """One SGD step; touches only the batch's feature rows and label rows."""
   if cfg.loss == 'exact':
     grads, stats = exact_row_grads(cfg, state.params, batch)
-  else:
-    grads, stats = sampled_row_grads(cfg, state.params, batch, draw_negatives(cfg, state, batch))
-  return apply_row_grads(cfg, state, grads), stats
+    return apply_row_grads(cfg, state, grads), stats
+  sampler = current_sampler(cfg, state, batch['label_B'].shape[0])
+  u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), batch['num_pos_B'])
+  grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)
+  return apply_row_grads(cfg, state, grads, sampler), stats
 
 
 def make_train_step(cfg: StepConfig):

@@ -27,6 +27,8 @@ def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.
       num_labels=num_labels, loss=config.loss.kind, num_draws=config.loss.num_draws,
       rank_weights=config.loss.rank_weights, rank_estimate=config.loss.rank_estimate,
       violators=config.loss.get('violators', 'first'),
+      sampler=config.loss.get('sampler', 'uniform'), rank_scale=config.loss.get('rank_scale', 0.01),
+      refresh_every_draws=config.loss.get('refresh_every_draws', 0),
       margin=config.loss.margin, score=config.model.score, optimizer=config.optim.kind,
       learning_rate=config.optim.learning_rate, max_norm=config.model.max_norm)
 
@@ -104,11 +106,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   start_step = int(state.step)
   progress = Progress(total_steps, config.train.batch_size)
 
-  def validate(state):
+  probe = None
+  if config.train.get('probe_pairs', 0):  # fixed training pairs, for paper 003 Fig. 1
+    probe = pair_stream(train, config.train.probe_pairs, config.seed + 1).batch(0)
+
+  def validate(state, step_seconds: float):
     if valid.num_images == 0:  # nothing to select on: the last state is the model
       return False
     val = evaluation.evaluate_params(state.params, padded_valid, limit=config.train.eval_subset, **ev)
     summaries.scalars(int(state.step), val, 'valid')
+    entry = {'step': int(state.step), 'step_seconds': step_seconds, **val}
+    if probe is not None:
+      entry.update({f'uniform_{k}': v for k, v in evaluation.uniform_draws_needed(
+          state.params, probe, config.loss.margin, config.model.score).items()})
+    if jax.process_index() == 0:
+      with open(workdir / 'history.jsonl', 'a') as f:
+        f.write(json.dumps(entry) + '\n')
     if val[metric] > record['best_metric']:
       record.update(best_metric=val[metric], best_step=int(state.step), evals_without_improvement=0)
       ckpts.save(ckpts.best, state, record)
@@ -143,7 +156,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
       stop = 'max_seconds'
     t0 = time.perf_counter()
     if step % config.train.eval_every_steps == 0 or step == total_steps or stop:
-      if validate(state):
+      jax.block_until_ready(state)  # the steps' time so far, for the history
+      t0 = time.perf_counter()
+      if validate(state, record['step_seconds'] + t0 - t_loop - overhead):
         stop = stop or 'early_stopping'
     if step % config.train.checkpoint_every_steps == 0 or step == total_steps or stop:
       jax.block_until_ready(state)

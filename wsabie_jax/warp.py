@@ -41,16 +41,19 @@ def find_violators(pos_score_B: jax.Array, neg_scores_BxK: jax.Array,
                    num_negatives_B: jax.Array, num_labels: int,
                    rank_weights: str = 'harmonic',
                    rank_estimate: str = 'first_violator',
-                   margin: float = 1.0) -> Violators:
+                   margin: float = 1.0, valid_BxK: jax.Array | None = None) -> Violators:
   """First violator of f_ȳ > f_y − margin (Alg. 1 l. 11) and its weight L(⌊(Y−1)/N⌋).
 
   `num_negatives_B` is Y − |positives| (Y − 1 for a single label): the size of
   the set drawn from. Alg. 1 stops after that many trials, so draws past it are
-  ignored whatever the budget.
+  ignored whatever the budget. `valid_BxK` masks draws that cannot violate
+  (adaptive draws that hit a positive).
   """
   num_draws = neg_scores_BxK.shape[1]
   in_budget_K = jnp.arange(num_draws)[None, :] < num_negatives_B[:, None]
   violates_BxK = (neg_scores_BxK > pos_score_B[:, None] - margin) & in_budget_K
+  if valid_BxK is not None:
+    violates_BxK &= valid_BxK
   found_B = jnp.any(violates_BxK, axis=1)
   index_B = jnp.argmax(violates_BxK, axis=1)
   num_trials_B = jnp.where(found_B, index_B + 1, num_draws + 1)
@@ -64,6 +67,26 @@ def find_violators(pos_score_B: jax.Array, neg_scores_BxK: jax.Array,
     raise ValueError(f'rank estimate {rank_estimate!r} is not one of {RANK_ESTIMATES}')
   weight_B = jnp.where(found_B, rank_loss(rank_B, num_labels, rank_weights), 0.0)
   return Violators(index_B, weight_B, num_trials_B, found_B, violates_BxK)
+
+
+def importance_weights(violates_BxK: jax.Array, proposal_BxK: jax.Array,
+                       num_negatives_B: jax.Array, num_labels: int,
+                       rank_weights: str = 'harmonic'):
+  """WARP weighting for draws from a non-uniform proposal q (the adaptive sampler).
+
+  The rank (the number of violating negatives) is estimated by importance
+  sampling, r̂ = ⌊(1/K)·Σ_k viol_k / q_k⌋ — unbiased before the floor, and with
+  q uniform on the Y−|P| negatives exactly the violator-count estimate. Each
+  violator then carries L(r̂)·(1/q_k) / Σ_j viol_j/q_j: eq. (6)'s L(rank)/rank
+  per violator, its sum over violators estimated the same way.
+  Returns (L(r̂) per image, weight per draw); both 0 without a violator.
+  """
+  inv_q_BxK = jnp.where(violates_BxK, 1.0 / jnp.maximum(proposal_BxK, 1e-30), 0.0)
+  total_B = jnp.sum(inv_q_BxK, axis=1)
+  rank_B = jnp.minimum(jnp.floor(total_B / violates_BxK.shape[1]),
+                       num_negatives_B.astype(jnp.float32))
+  weight_B = rank_loss(rank_B, num_labels, rank_weights)
+  return weight_B, weight_B[:, None] * inv_q_BxK / jnp.maximum(total_B, 1e-30)[:, None]
 
 
 def hinge(pos_score_B: jax.Array, neg_score_B: jax.Array, margin: float = 1.0) -> jax.Array:
