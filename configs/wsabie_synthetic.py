@@ -45,7 +45,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.loss.margin = 1.0
   c.loss.sampler = 'uniform'  # Alg. 1's uniform draws | 'adaptive' (VSE-ens, paper 003)
   c.loss.rank_scale = 0.01    # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
-  c.loss.refresh_every_draws = 0  # adaptive: re-sort the factor lists (0: every Y·ln Y draws)
+  c.loss.refresh_every_pairs = 0  # adaptive: re-sort the factor lists (0: every Y·ln Y pairs)
 
   c.optim = ml_collections.ConfigDict()
   c.optim.kind = 'adagrad'    # row-wise Adagrad | 'sgd' (fixed rate, as the paper)

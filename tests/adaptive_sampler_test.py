@@ -137,7 +137,7 @@ def test_refresh_happens_on_schedule_and_matches_W():
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 200)
   stream = batching.PairStream(ds, batching.pad_images(ds), 16, 0)
-  cfg = _adaptive_cfg(refresh_every_draws=3 * 16 * 20, learning_rate=0.5)  # every 3 steps
+  cfg = _adaptive_cfg(refresh_every_pairs=3 * 16, learning_rate=0.5)  # every 3 steps
   state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg, 8)
   step = step_lib.make_train_step(cfg)
   W_before = {}

@@ -64,3 +64,13 @@ def test_unknown_config_key_is_an_error(tmp_path):
                         f'--workdir={tmp_path}', '--config.train.num_epoch=3'], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=300)
   assert out.returncode != 0 and 'num_epoch' in out.stderr
+
+
+def test_compare_samplers_writes_table_and_figure(tmp_path):
+  out = _run('launch/compare_samplers.py', '--data=synthetic', '--small', '--rows=warp,vse_warp',
+             f'--workdir={tmp_path}')
+  table = (tmp_path / 'table.md').read_text()
+  assert table in out and '| vse_warp |' in table and '5.02×' in table
+  draws = (tmp_path / 'fig1_draws_per_update.csv').read_text().splitlines()
+  assert draws[0] == 'step,draws_per_update' and len(draws) > 3
+  assert (tmp_path / 'fig1_draws_per_update.svg').read_text().startswith('<svg')

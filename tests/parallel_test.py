@@ -16,7 +16,7 @@ def test_four_devices_match_one(loss, optimizer, sampler):
   ds = synthetic.generate(spec, 400)
   stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0)
   adaptive = dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
-                  rank_scale=0.05, refresh_every_draws=64 * 20)  # a refresh every other step
+                  rank_scale=0.05, refresh_every_pairs=64)  # a refresh every other step
   cfg = step_lib.StepConfig(num_labels=60, loss=loss, num_draws=20, optimizer=optimizer,
                             learning_rate=0.2, **(adaptive if sampler == 'adaptive' else {}))
   init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg, 8)

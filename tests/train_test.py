@@ -34,7 +34,7 @@ def _latest_state(workdir, config):
 
 def _adaptive(c):
   c.loss.update(sampler='adaptive', violators='all', rank_estimate='violator_count',
-                rank_scale=0.05, refresh_every_draws=5 * 16 * 100)  # every 5 steps
+                rank_scale=0.05, refresh_every_pairs=5 * 16)  # every 5 steps
   return c
 
 

@@ -9,7 +9,7 @@ draw labels that are likely to rank high for the image directly:
       v_if > 0 and from the bottom otherwise      (ll. 14–18, eq. (10))
 
 The per-factor lists r⁻¹(·|f) and σ_f, μ_f (eq. (9)) are a snapshot of W,
-refreshed every |Y|·log|Y| draws (l. 4); between refreshes a draw costs O(D).
+refreshed every |Y|·log|Y| iterations (l. 4); between refreshes a draw costs O(D).
 λ is relative to Y, so one setting works for any vocabulary (the paper tunes
 an absolute λ per data set).
 
@@ -44,10 +44,15 @@ def refresh(W_YxD: jax.Array, step: jax.Array) -> SamplerState:
                       jnp.asarray(step, jnp.int32))
 
 
-def refresh_interval_steps(num_labels: int, draws_per_step: int, every_draws: int = 0) -> int:
-  """Steps between refreshes: every |Y|·ln|Y| draws by default (Alg. 1 l. 4)."""
-  every_draws = every_draws or num_labels * math.log(max(num_labels, 2))
-  return max(1, round(every_draws / draws_per_step))
+def refresh_interval_steps(num_labels: int, pairs_per_step: int, every_pairs: int = 0) -> int:
+  """Steps between refreshes: every |Y|·ln|Y| iterations by default (Alg. 1 l. 4).
+
+  Alg. 1's counter q advances once per iteration — one positive pair, one
+  negative, one SGD update — so a step of B pairs advances it by B, whatever
+  the number of candidate draws per pair.
+  """
+  every_pairs = every_pairs or num_labels * math.log(max(num_labels, 2))
+  return min(max(1, round(every_pairs / pairs_per_step)), 2**31 - 1)
 
 
 def maybe_refresh(sampler: SamplerState, W_YxD: jax.Array, step: jax.Array,

@@ -37,7 +37,7 @@ class StepConfig:
   num_draws: int = 100          # K, the fixed budget of parallel draws
   sampler: str = 'uniform'      # 'uniform' (Alg. 1) | 'adaptive' (VSE-ens, paper 003 Alg. 1)
   rank_scale: float = 0.01      # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
-  refresh_every_draws: int = 0  # adaptive: re-sort the lists after this many draws (0: Y·ln Y)
+  refresh_every_pairs: int = 0  # adaptive: re-sort the lists after this many pairs (0: Y·ln Y)
   rank_weights: str = 'harmonic'
   rank_estimate: str = 'first_violator'
   violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
@@ -199,11 +199,11 @@ def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
 
 
 def current_sampler(cfg: StepConfig, state: TrainState, global_batch_size: int):
-  """The VSE-ens lists for this step, refreshed every |Y|·log|Y| draws (Alg. 1 l. 4)."""
+  """The VSE-ens lists for this step, refreshed every |Y|·log|Y| pairs (Alg. 1 l. 4)."""
   if cfg.sampler != 'adaptive':
     return None
   interval = adaptive_sampler.refresh_interval_steps(
-      cfg.num_labels, global_batch_size * cfg.draws_per_pair, cfg.refresh_every_draws)
+      cfg.num_labels, global_batch_size, cfg.refresh_every_pairs)
   return adaptive_sampler.maybe_refresh(state.sampler, state.params.W_YxD, state.step, interval)
 
 

@@ -28,7 +28,7 @@ def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.
       rank_weights=config.loss.rank_weights, rank_estimate=config.loss.rank_estimate,
       violators=config.loss.get('violators', 'first'),
       sampler=config.loss.get('sampler', 'uniform'), rank_scale=config.loss.get('rank_scale', 0.01),
-      refresh_every_draws=config.loss.get('refresh_every_draws', 0),
+      refresh_every_pairs=config.loss.get('refresh_every_pairs', 0),
       margin=config.loss.margin, score=config.model.score, optimizer=config.optim.kind,
       learning_rate=config.optim.learning_rate, max_norm=config.model.max_norm)
 
