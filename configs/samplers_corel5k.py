@@ -4,6 +4,9 @@
 
 The argument picks the row (configs/samplers.py): warp, vse_hinge, vse_warp, auc;
 append ",small" for a 3-epoch run. The warp row is configs/wsabie_corel5k.py.
+Measured on a 2-core CPU (test p@5 / MAP; seconds in steps to 95% of validation
+p@5): warp 0.259 / 0.344, 8.7 s; vse_hinge 0.246 / 0.321, 3.0 s; vse_warp
+0.261 / 0.346, 4.7 s (1.82×); auc 0.178 / 0.212.
 """
 import ml_collections
 
