@@ -31,9 +31,24 @@ class Checkpoints:
     step = manager.latest_step()
     if step is None:
       return None
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like_state)
-    got = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
-                                                        record=ocp.args.JsonRestore()))
+    def restore_as(tree):
+      abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+      return manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
+
+    try:
+      got = restore_as(like_state)
+    except ValueError as error:
+      # Checkpoints written before TrainState grew a field (the adaptive
+      # sampler) lack it: restore the fields they have, keep the rest empty.
+      present = {k: v for k, v in like_state._asdict().items() if v is not None}
+      if len(present) == len(like_state):
+        raise
+      try:
+        got = restore_as(present)
+      except ValueError:
+        raise error from None  # the real mismatch (a shape, a dtype), not the fallback's
+      return like_state._replace(**got.state), got.record
     return type(like_state)(*got.state) if isinstance(got.state, (list, tuple)) else got.state, got.record
 
   def close(self):
