@@ -35,7 +35,7 @@ class SamplerState(NamedTuple):
 
 def refresh(W_YxD: jax.Array, step: jax.Array) -> SamplerState:
   """Alg. 1 ll. 6–9: sort the labels by each factor, and μ_f, σ_f. O(D·Y·log Y)."""
-  W_DxY = jax.lax.stop_gradient(W_YxD).T
+  W_DxY = W_YxD.T
   order_DxY = jnp.argsort(-W_DxY, axis=1).astype(jnp.int32)
   factors_DxY = jnp.broadcast_to(jnp.arange(W_DxY.shape[0])[:, None], W_DxY.shape)
   positions_DxY = jnp.broadcast_to(jnp.arange(W_DxY.shape[1], dtype=jnp.int32), W_DxY.shape)

@@ -130,8 +130,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
                                cfg.rank_weights, cfg.rank_estimate, cfg.margin, valid_BxK)
   weight_B = pick.weight_B * batch['weight_B']
   if cfg.sampler == 'adaptive' and cfg.loss == 'warp':
-    proposal_BxK = adaptive_sampler.proposal_prob(sampler, jax.lax.stop_gradient(image_BxD),
-                                                  neg_BxK, cfg.rank_scale)
+    # image_BxD is a leaf of loss_fn below, so no gradient flows through q.
+    proposal_BxK = adaptive_sampler.proposal_prob(sampler, image_BxD, neg_BxK, cfg.rank_scale)
     _, neg_weight_BxJ = warp.importance_weights(pick.violates_BxK, proposal_BxK,
                                                 num_negatives_B, cfg.num_labels, cfg.rank_weights)
     neg_weight_BxJ = neg_weight_BxJ * batch['weight_B'][:, None]
