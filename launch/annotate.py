@@ -15,7 +15,7 @@ from absl import app, flags, logging
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax import evaluation, metrics, workdir as workdir_lib
+from wsabie_jax import metrics, workdir as workdir_lib
 from wsabie_jax.data import SparseDataset, batching, libsvm, mulan, preprocess
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
@@ -38,17 +38,17 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   config = workdir_lib.load_config(_WORKDIR.value)
   vocab = workdir_lib.load_vocabulary(_WORKDIR.value)
-  params = workdir_lib.load_best_params(_WORKDIR.value, config, vocab)
+  embed, labels_YxD = workdir_lib.load_scorer(_WORKDIR.value, config, vocab)
   ds = read_input(_INPUT.value, config, vocab)
   if ds.num_features != vocab['num_features']:
     raise SystemExit(f'{_INPUT.value}: {ds.num_features} features, the model has {vocab["num_features"]}')
-  names = vocab['label_names']
+  names = vocab['label_names'][:labels_YxD.shape[0]]
   padded = batching.pad_images(ds)
   example = 0
   for feat_idx, feat_val, _, real in batching.eval_batches(padded, config.eval.batch_size):
-    image = evaluation.embed(params.V_dxD, feat_idx, feat_val)
+    image = embed(feat_idx, feat_val)
     _, top, scores = jax.device_get(metrics.rank_and_top_k(
-        image, params.W_YxD, jnp.full((len(feat_idx), 1), -1), k=min(_K.value, len(names)),
+        image, labels_YxD, jnp.full((len(feat_idx), 1), -1), k=min(_K.value, len(names)),
         score_kind=config.model.score, chunk=config.eval.label_chunk))
     for row in range(real):
       predicted = ', '.join(f'{names[i]} ({s:.2f})' for i, s in zip(top[row], scores[row]))

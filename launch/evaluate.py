@@ -12,9 +12,10 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
 
 from absl import app, flags, logging
+import numpy as np
 
 from wsabie_jax import evaluation, train, workdir as workdir_lib
-from wsabie_jax.data import batching, load_splits
+from wsabie_jax.data import batching, dataset, load_splits
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _SPLIT = flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Which split to score.')
@@ -26,13 +27,17 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   config = workdir_lib.load_config(_WORKDIR.value)
   trainset, valid, test = load_splits(config.data)
-  params = workdir_lib.load_best_params(_WORKDIR.value, config,
-                                        workdir_lib.load_vocabulary(_WORKDIR.value))
-  padded = batching.pad_images(test if _SPLIT.value == 'test' else valid)
-  kw = train.eval_kwargs(config, trainset)
-  result = evaluation.evaluate_params(params, padded, **kw)
+  vocab = workdir_lib.load_vocabulary(_WORKDIR.value)
+  embed, labels_YxD = workdir_lib.load_scorer(_WORKDIR.value, config, vocab)
+  split = test if _SPLIT.value == 'test' else valid
+  if trainset.num_seen_labels is not None:  # zero-shot hold-out: the seen labels' ranking
+    split = dataset.select_labels(split, np.arange(trainset.num_seen_labels))
+  padded = batching.pad_images(split)
+  kw = dict(train.eval_kwargs(config, trainset), label_parents=split.label_parents)
+  result = evaluation.evaluate_ranking(embed, labels_YxD, padded, **kw)
   if _BASELINE.value:
-    base = evaluation.evaluate_frequency_baseline(trainset.label_frequencies(), padded, **kw)
+    counts = trainset.label_frequencies()[:split.num_labels]
+    base = evaluation.evaluate_frequency_baseline(counts, padded, **kw)
     result.update({f'freq_{k}': v for k, v in base.items()})
   out = pathlib.Path(_WORKDIR.value) / f'eval_{_SPLIT.value}.json'
   out.write_text(json.dumps(result, indent=2, sort_keys=True))

@@ -149,15 +149,34 @@ def test_pair_stream_covers_every_pair_each_epoch_and_is_deterministic():
   spec = synthetic.SyntheticSpec(num_labels=30, num_features=100, nnz=8)
   ds = synthetic.generate(spec, 50)
   stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=7, seed=1)
-  n = stream.num_pairs
+  n = stream.num_examples
   steps = -(-2 * n // 7)
-  ids = np.concatenate([stream.pair_ids(s) for s in range(steps)])
+  ids = np.concatenate([stream.order.ids(s) for s in range(steps)])
   np.testing.assert_array_equal(np.sort(ids[:n]), np.arange(n))
   np.testing.assert_array_equal(np.sort(ids[n:2 * n]), np.arange(n))
   again = batching.PairStream(ds, batching.pad_images(ds), batch_size=7, seed=1)
-  np.testing.assert_array_equal(again.pair_ids(steps - 1), stream.pair_ids(steps - 1))
+  np.testing.assert_array_equal(again.order.ids(steps - 1), stream.order.ids(steps - 1))
   batch = stream.batch(3)
   for b in range(7):
     assert batch['label_B'][b] in batch['pos_BxP'][b]
   assert stream.position(steps) == {'pairs_consumed': 7 * steps, 'epoch': 7 * steps // n,
                                     'offset_in_epoch': 7 * steps % n}
+
+
+def test_zero_shot_hold_out_keeps_held_out_labels_out_of_training():
+  from wsabie_jax.data import hold_out
+  spec = synthetic.SyntheticSpec(num_labels=50, num_features=100, nnz=8)
+  train, test = synthetic.generate(spec, 300), synthetic.generate(spec, 100, 'test')
+  valid = train.subset(np.arange(50))
+  tr, va, te = hold_out(train, valid, test, 0.2, seed=0)
+  seen = tr.num_seen_labels
+  assert seen == 40 and te.num_seen_labels == 40 and tr.num_labels == te.num_labels == 50
+  assert tr.label_names == te.label_names and sorted(te.label_names) == sorted(test.label_names)
+  assert tr.label_idx.max() < seen and va.label_idx.max() < seen
+  assert tr.num_images + tr.skipped_empty == 300 and tr.skipped_empty > 0  # unlabelled ones go
+  # Test keeps every image and label, renamed consistently.
+  assert te.num_images == 100
+  for i in range(100):
+    assert sorted(te.label_names[j] for j in te.labels(i)) == sorted(
+        test.label_names[j] for j in test.labels(i))
+  assert np.all(np.diff(te.label_idx[te.label_indptr[3]:te.label_indptr[4]]) > 0)  # still sorted

@@ -74,3 +74,46 @@ def test_compare_samplers_writes_table_and_figure(tmp_path):
   draws = (tmp_path / 'fig1_draws_per_update.csv').read_text().splitlines()
   assert draws[0] == 'step,draws_per_update' and len(draws) > 3
   assert (tmp_path / 'fig1_draws_per_update.svg').read_text().startswith('<svg')
+
+
+@pytest.fixture(scope='module')
+def skipgram_workdir(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('skipgram')
+  _run('launch/train.py', '--config=configs/skipgram_synthetic.py:proposed,small,zeroshot',
+       f'--workdir={workdir}')
+  return workdir
+
+
+def test_skipgram_run_reports_seen_and_zero_shot_metrics(skipgram_workdir):
+  m = json.loads((skipgram_workdir / 'metrics.json').read_text())
+  for key in CONTRACT + ['class_f1@5', 'overall_f1@5', 'zeroshot_class_f1@5',
+                         'zeroshot_oov_class_f1@5', 'oov_loss_before', 'oov_loss_after']:
+    assert isinstance(m[key], (int, float)), key
+  assert m['p@5'] > 1.5 * m['freq_p@5'] and m['oov_loss_after'] < m['oov_loss_before']
+  vocab = json.loads((skipgram_workdir / 'vocabulary.json').read_text())
+  assert vocab['num_seen_labels'] == 160 and len(vocab['word_names']) == 250
+  assert len(json.loads((skipgram_workdir / 'words.json').read_text())) == 250
+
+
+def test_evaluate_and_annotate_read_a_skipgram_workdir(skipgram_workdir, tmp_path):
+  out = json.loads(_run('launch/evaluate.py', f'--workdir={skipgram_workdir}', '--baseline'))
+  m = json.loads((skipgram_workdir / 'metrics.json').read_text())
+  for key in ('p@1', 'p@5', 'map', 'class_f1@5', 'freq_p@1'):
+    assert out[key] == pytest.approx(m[key], abs=1e-6), key
+  spec = synthetic.SyntheticSpec(**wsabie_synthetic.get_config('small').data.synthetic)
+  path = tmp_path / 'new.txt'
+  libsvm.write_libsvm(synthetic.generate(spec, 2, split='test'), path)
+  lines = _run('launch/annotate.py', f'--workdir={skipgram_workdir}', f'--input={path}',
+               '--k=3').splitlines()
+  assert len(lines) == 2 and all(line.count('(') == 3 for line in lines)
+
+
+def test_compare_skipgram_writes_tables(tmp_path):
+  out = _run('launch/compare_skipgram.py', '--study=table', '--small', '--rows=proposed,s_fast0tag',
+             f'--workdir={tmp_path}')
+  table = (tmp_path / 'table.md').read_text()
+  assert table in out and '| proposed |' in table and '| s_fast0tag |' in table
+  _run('launch/compare_skipgram.py', '--study=sweep', '--small', '--positives=1,5',
+       '--negatives=10', f'--workdir={tmp_path / "sweep"}')
+  assert '| 5 |' in (tmp_path / 'sweep' / 'table.md').read_text()
+  assert (tmp_path / 'sweep' / 'fig2c_positives.svg').read_text().startswith('<svg')

@@ -49,3 +49,17 @@ def test_training_loop_on_four_devices_matches_one(tmp_path):
     results.append(train.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@10', 'map', 'psib@10'):
     assert results[0][key] == pytest.approx(results[1][key], abs=1e-6), key
+
+
+def test_skipgram_on_four_devices_matches_one(tmp_path):
+  """Paper 004's step, batch split over 4 devices (XLA partitions it), equals one device."""
+  from configs import skipgram_synthetic
+  from wsabie_jax import train
+  results = []
+  for n in (1, 4):
+    c = skipgram_synthetic.get_config('proposed,small')
+    c.train.update(max_steps=10, eval_every_steps=5, num_devices=n, batch_size=32)
+    c.oov.steps = 0
+    results.append(train.train_and_evaluate(c, tmp_path / str(n)))
+  for key in ('p@1', 'p@5', 'map', 'class_f1@5'):
+    assert results[0][key] == pytest.approx(results[1][key], abs=1e-4), key

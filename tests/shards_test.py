@@ -31,7 +31,7 @@ def test_stream_visits_every_pair_once_per_epoch(tmp_path):
                          ds.label_names)
   stream = shards.ShardedPairStream(shards.ShardSet(tmp_path), batch_size=8, seed=3)
   want = sorted(zip(np.repeat(np.arange(40), np.diff(ds.label_indptr)).tolist(), ds.label_idx.tolist()))
-  n = stream.num_pairs
+  n = stream.num_examples
   got = []
   for step in range(-(-2 * n // 8)):
     b = stream.batch(step)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from configs import wsabie_synthetic
-from wsabie_jax import checkpointing, step as step_lib, train
+from wsabie_jax import checkpointing, methods, train, workdir as workdir_lib
 
 
 def _tiny_config(**train_overrides):
@@ -23,9 +23,8 @@ def _tiny_config(**train_overrides):
 
 
 def _latest_state(workdir, config):
-  cfg = train.step_config(config, config.data.synthetic.num_labels)
-  like = step_lib.init_state(jax.random.PRNGKey(0), config.data.synthetic.num_features, cfg,
-                             config.model.dim)
+  like = methods.wsabie_state(config, config.data.synthetic.num_features,
+                              config.data.synthetic.num_labels)
   ckpts = checkpointing.Checkpoints(workdir)
   state, record = ckpts.restore(ckpts.latest, like)
   ckpts.close()
@@ -76,3 +75,27 @@ def test_time_budget_stops_training(tmp_path):
   c = _tiny_config(max_seconds=1e-3, num_epochs=1000, eval_every_steps=10**6)
   metrics = train.train_and_evaluate(c, tmp_path)
   assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == 1
+
+
+def test_skipgram_resume_gives_identical_state(tmp_path):
+  """The tower, its Adam state, the word rows and their accumulators resume exactly."""
+  from configs import skipgram_synthetic
+
+  def config(steps):
+    c = skipgram_synthetic.get_config('proposed,small')
+    c.train.update(max_steps=steps, eval_every_steps=5, checkpoint_every_steps=1000, patience=100)
+    c.oov.steps = 0
+    return c
+
+  train.train_and_evaluate(config(12), tmp_path / 'a')
+  train.train_and_evaluate(config(6), tmp_path / 'b')
+  train.train_and_evaluate(config(12), tmp_path / 'b')
+  vocab = workdir_lib.load_vocabulary(tmp_path / 'a')
+  states = []
+  for run in ('a', 'b'):
+    ckpts = checkpointing.Checkpoints(tmp_path / run)
+    states.append(ckpts.restore(ckpts.latest, methods.like_state(config(12), vocab))[0])
+    ckpts.close()
+  assert int(states[1].step) == 12
+  for x, y in zip(jax.tree.leaves(states[0]), jax.tree.leaves(states[1])):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

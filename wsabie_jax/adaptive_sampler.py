@@ -120,7 +120,3 @@ def proposal_prob(sampler: SamplerState, image_BxD: jax.Array, labels_BxK: jax.A
                                            rank_scale * num_labels))
   return jnp.sum(factor_probs(image_BxD, sampler)[:, None, :] * rank_prob_BxKxD, axis=2)
 
-
-def is_positive(labels_BxK: jax.Array, pos_BxP: jax.Array) -> jax.Array:
-  """Whether each draw is one of the image's positives (to be rejected). O(K·P)."""
-  return jnp.any(labels_BxK[:, :, None] == pos_BxP[:, None, :], axis=2)

@@ -37,7 +37,7 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, dim: int, batch_s
                budget_seconds: float, seed: int = 0):
   """Epochs of WARP until the budget is spent: (params, per-epoch [pairs, seconds])."""
   stream = batching.PairStream(train, batching.pad_images(train), batch_size, seed)
-  steps_per_epoch = stream.num_pairs // batch_size
+  steps_per_epoch = stream.num_examples // batch_size
   state = step_lib.init_state(jax.random.PRNGKey(seed), train.num_features, cfg, dim)
   step_fn = step_lib.make_train_step(cfg)
   state, _ = step_fn(state, jax.device_put(stream.batch(0)))  # compile outside the budget
@@ -107,3 +107,18 @@ def summarize(epochs: list) -> dict:
           'seconds': float(seconds.sum()), 'first_epoch_rate': float(rates[0]),
           'last_epoch_rate': float(rates[-1])}
 
+
+
+def timed_skipgram_step(cfg, words_VxD, stream, tag_counts_Y, steps: int = 20) -> float:
+  """Seconds per paper 004 step over real batches (compiled first, steps 1..steps)."""
+  from wsabie_jax import samplers, skipgram_step
+  state = skipgram_step.init_state(jax.random.PRNGKey(0), cfg, words_VxD)
+  step = skipgram_step.make_train_step(cfg, samplers.tag_cdf(tag_counts_Y, cfg.negative_power))
+  batches = [jax.device_put(stream.batch(s)) for s in range(steps + 1)]
+  state, _ = step(state, batches[0])
+  jax.block_until_ready(state)
+  t = time.perf_counter()
+  for b in batches[1:]:
+    state, _ = step(state, b)
+  jax.block_until_ready(state)
+  return (time.perf_counter() - t) / steps

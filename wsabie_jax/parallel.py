@@ -45,7 +45,7 @@ def make_mesh(num_devices: int = 0) -> Mesh:
 
 def replicate(tree, mesh: Mesh):
   """Places a pytree (the TrainState) whole on every device of the mesh."""
-  return jax.device_put(tree, NamedSharding(mesh, P()))
+  return jax.device_put(tree, replicated(mesh))
 
 
 def shard_batch(batch: dict, mesh: Mesh) -> dict:
@@ -85,14 +85,28 @@ def make_parallel_train_step(cfg: step_lib.StepConfig, mesh: Mesh):
   # through the scatters.
   sharded = jax.shard_map(local_step, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=(P(), P()),
                           check_vma=False)
-  step = jax.jit(sharded, donate_argnums=0)
+  return _synchronous_on_cpu(jax.jit(sharded, donate_argnums=0), mesh)
+
+
+def make_replicated_step(step_fn, mesh: Mesh):
+  """jit of step_fn(state, batch) -> (state, stats) with the state replicated and the
+  batch sharded: XLA partitions the computation and reduces the gradients (GSPMD)."""
+  return _synchronous_on_cpu(
+      jax.jit(step_fn, donate_argnums=0, out_shardings=(replicated(mesh), replicated(mesh))), mesh)
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P())
+
+
+def _synchronous_on_cpu(step, mesh: Mesh):
   if mesh.devices.flat[0].platform != 'cpu':
     return step
 
   def synchronous_step(state, batch):
     # XLA:CPU runs every device's program on one shared thread pool; with
     # asynchronous dispatch one device can start step t+1 while another has
-    # not joined step t's all-gather, and both wait forever on few cores.
+    # not joined step t's collectives, and both wait forever on few cores.
     return jax.block_until_ready(step(state, batch))
 
   return synchronous_step

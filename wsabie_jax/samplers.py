@@ -31,3 +31,40 @@ def uniform_negatives(key: jax.Array, pos_BxP: jax.Array, num_pos_B: jax.Array,
                       num_labels: int, num_draws: int) -> jax.Array:
   """K i.i.d. uniform draws from {1..Y} minus the image's positives (Alg. 1 l. 7)."""
   return skip_positives(uniform_draws(key, num_pos_B, num_labels, num_draws), pos_BxP)
+
+
+def is_positive(labels_BxK: jax.Array, pos_BxP: jax.Array) -> jax.Array:
+  """Whether each draw is one of the image's positives (to be rejected). O(K·P)."""
+  return jnp.any(labels_BxK[:, :, None] == pos_BxP[:, None, :], axis=2)
+
+
+# Paper 004 §2.2 and §3.3: tags for the sampled skip-gram objective.
+
+def sample_tags(key: jax.Array, pos_BxT: jax.Array, num_pos_B: jax.Array,
+                num_samples: int) -> jax.Array:
+  """`num_samples` of each image's tags, uniformly with replacement: a fixed
+  shape for images with any number (≥ 1) of tags (paper 004 §2.2)."""
+  u_BxP = jax.random.uniform(key, (pos_BxT.shape[0], num_samples))
+  j_BxP = jnp.minimum((u_BxP * num_pos_B[:, None]).astype(jnp.int32), num_pos_B[:, None] - 1)
+  return jnp.take_along_axis(pos_BxT, j_BxP, axis=1)
+
+
+def tag_cdf(tag_counts_Y, power: float = 1.0) -> jax.Array:
+  """The cumulative tag distribution ∝ count^power (1: the corpus frequencies,
+  as paper 004; 0.75: word2vec's smoothing; 0: uniform over seen tags)."""
+  counts_Y = jnp.asarray(tag_counts_Y, jnp.float32)
+  weights_Y = jnp.where(counts_Y > 0, counts_Y ** power, 0.0)
+  return jnp.cumsum(weights_Y) / jnp.sum(weights_Y)
+
+
+def frequency_draws(key: jax.Array, cdf_Y: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+  """Tags drawn from the tag distribution by inverse CDF: O(log Y) per draw."""
+  u = jax.random.uniform(key, shape)
+  return jnp.minimum(jnp.searchsorted(cdf_Y, u, side='right'), cdf_Y.shape[0] - 1).astype(jnp.int32)
+
+
+def adjacent_draws(key: jax.Array, pos_BxT: jax.Array, num_pos_B: jax.Array,
+                   num_samples: int) -> jax.Array:
+  """Negatives from the tags of the next image in the batch (paper 004 §3.3):
+  batches are shuffled, so they follow the tag distribution at no cost."""
+  return sample_tags(key, jnp.roll(pos_BxT, -1, axis=0), jnp.roll(num_pos_B, -1), num_samples)

@@ -112,7 +112,7 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.score)[:, 0]
   if cfg.sampler == 'adaptive':
     neg_BxK = adaptive_sampler.draw(sampler, image_BxD, u_BxK, cfg.rank_scale)
-    valid_BxK = ~adaptive_sampler.is_positive(neg_BxK, batch['pos_BxP'])
+    valid_BxK = ~samplers.is_positive(neg_BxK, batch['pos_BxP'])
   else:
     neg_BxK = samplers.skip_positives(u_BxK, batch['pos_BxP'])
     valid_BxK = jnp.ones(neg_BxK.shape, bool)

@@ -14,23 +14,13 @@ import time
 import jax
 import ml_collections
 import logging
+import numpy as np
 
-from wsabie_jax import checkpointing, evaluation, parallel, step as step_lib, workdir as workdir_lib
-from wsabie_jax.data import batching, load_splits, pair_stream
+from wsabie_jax import checkpointing, evaluation, methods, parallel, workdir as workdir_lib
+from wsabie_jax.data import batching, dataset, load_splits
 from wsabie_jax.progress import Progress
 
 log = logging.getLogger('wsabie_jax')
-
-
-def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.StepConfig:
-  return step_lib.StepConfig(
-      num_labels=num_labels, loss=config.loss.kind, num_draws=config.loss.num_draws,
-      rank_weights=config.loss.rank_weights, rank_estimate=config.loss.rank_estimate,
-      violators=config.loss.get('violators', 'first'),
-      sampler=config.loss.get('sampler', 'uniform'), rank_scale=config.loss.get('rank_scale', 0.01),
-      refresh_every_pairs=config.loss.get('refresh_every_pairs', 0),
-      margin=config.loss.margin, score=config.model.score, optimizer=config.optim.kind,
-      learning_rate=config.optim.learning_rate, max_norm=config.model.max_norm)
 
 
 def eval_kwargs(config, data) -> dict:
@@ -65,7 +55,10 @@ def _read_stats(stats: dict) -> dict:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
-  """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json."""
+  """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json.
+
+  config.method picks WSABIE (paper 000) or the image–word skip-gram (paper 004).
+  """
   metric = config.train.select_metric
   selectable = {f'{m}@{k}' for m in ('p', 'r', 'psib') for k in config.eval.ks} | {'map', 'auc'}
   if metric not in selectable:
@@ -77,10 +70,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   log.info('data: %d train / %d valid / %d test images, %d labels, %d features; '
            '%d examples skipped for empty label sets', train.num_images, valid.num_images,
            test.num_images, train.num_labels, train.num_features, train.skipped_empty)
-  workdir_lib.save_vocabulary(workdir, train)
-  cfg = step_config(config, train.num_labels)
-  state = step_lib.init_state(jax.random.PRNGKey(config.seed), train.num_features, cfg,
-                              config.model.dim, config.optim.adagrad_init)
+  mesh = parallel.make_mesh(config.train.get('num_devices', 0))
+  method = methods.build(config, train, mesh)
+  workdir_lib.save_vocabulary(workdir, train, **method.vocabulary)
+  if mesh.devices.size > 1:
+    log.info('data parallel over %d devices', mesh.devices.size)
+  state = method.init_state()
   ckpts = checkpointing.Checkpoints(workdir)
   record = {'best_metric': -math.inf, 'best_step': -1, 'evals_without_improvement': 0,
             'train_seconds': 0.0, 'step_seconds': 0.0, 'stopped': ''}
@@ -88,37 +83,25 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   if restored is not None:
     state, record = restored
     log.info('resumed from step %d (%s)', int(state.step), record)
+  state = method.place(state)
 
-  stream = pair_stream(train, config.train.batch_size, config.seed)
-  steps_per_epoch = math.ceil(stream.num_pairs / config.train.batch_size)
+  stream, train_step, put = method.stream, method.train_step, method.put
+  steps_per_epoch = math.ceil(stream.num_examples / config.train.batch_size)
   total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
   padded_valid = batching.pad_images(valid)
   ev = eval_kwargs(config, train)
   summaries = _Summaries(workdir)
-  mesh = parallel.make_mesh(config.train.get('num_devices', 0))
-  if mesh.devices.size > 1 and cfg.loss != 'exact':
-    log.info('data parallel over %d devices', mesh.devices.size)
-    train_step = parallel.make_parallel_train_step(cfg, mesh)
-    state = parallel.replicate(state, mesh)
-    put = lambda batch: parallel.shard_batch(batch, mesh)
-  else:
-    train_step, put = step_lib.make_train_step(cfg), jax.device_put
   start_step = int(state.step)
   progress = Progress(total_steps, config.train.batch_size)
-
-  probe = None
-  if config.train.get('probe_pairs', 0):  # fixed training pairs, for paper 003 Fig. 1
-    probe = pair_stream(train, config.train.probe_pairs, config.seed + 1).batch(0)
 
   def validate(state, step_seconds: float):
     if valid.num_images == 0:  # nothing to select on: the last state is the model
       return False
-    val = evaluation.evaluate_params(state.params, padded_valid, limit=config.train.eval_subset, **ev)
+    val = evaluation.evaluate_ranking(*method.scorer(state), padded_valid,
+                                      limit=config.train.eval_subset, **ev)
     summaries.scalars(int(state.step), val, 'valid')
-    entry = {'step': int(state.step), 'step_seconds': step_seconds, **val}
-    if probe is not None:
-      entry.update({f'uniform_{k}': v for k, v in evaluation.uniform_draws_needed(
-          state.params, probe, config.loss.margin, config.model.score).items()})
+    entry = {'step': int(state.step), 'step_seconds': step_seconds, **val,
+             **method.on_validation(state)}
     if jax.process_index() == 0:
       with open(workdir / 'history.jsonl', 'a') as f:
         f.write(json.dumps(entry) + '\n')
@@ -180,17 +163,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
 
   best = ckpts.restore(ckpts.best, state)
   best_state = best[0] if best is not None else state
-  padded_test = batching.pad_images(test)
-  result = evaluation.evaluate_params(best_state.params, padded_test, **ev)
-  baseline = evaluation.evaluate_frequency_baseline(train.label_frequencies(), padded_test, **ev)
+  if train.num_seen_labels is not None:  # zero-shot hold-out: this part ranks the seen labels
+    test_seen = dataset.select_labels(test, np.arange(train.num_seen_labels))
+  else:
+    test_seen = test
+  padded_test = batching.pad_images(test_seen)
+  ev_test = dict(ev, label_parents=test_seen.label_parents)
+  result = evaluation.evaluate_ranking(*method.scorer(best_state), padded_test, **ev_test)
+  counts = train.label_frequencies()[:test_seen.num_labels]
+  baseline = evaluation.evaluate_frequency_baseline(counts, padded_test, **ev_test)
   result.update({f'freq_{k}': v for k, v in baseline.items() if k != 'num_images'})
+  result.update(method.finish(best_state, test, ev, workdir))
   pairs_done = int(jax.device_get(state.step)) * config.train.batch_size
   result.update(
       steps=int(jax.device_get(state.step)), best_step=record['best_step'],
       **{f'valid_{metric}': record['best_metric']},
       train_seconds=record['train_seconds'],
       train_examples_per_sec=pairs_done / max(record['step_seconds'], 1e-9),
-      stopped=record['stopped'] or 'completed', epochs=pairs_done / stream.num_pairs,
+      stopped=record['stopped'] or 'completed', epochs=pairs_done / stream.num_examples,
       skipped_empty=train.skipped_empty + test.skipped_empty)
   summaries.scalars(result['steps'], {k: v for k, v in result.items()
                                       if isinstance(v, (int, float))}, 'test')

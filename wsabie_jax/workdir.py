@@ -11,17 +11,17 @@ from __future__ import annotations
 import json
 import pathlib
 
-import jax
 import ml_collections
 import numpy as np
 
-from wsabie_jax import checkpointing, model, step as step_lib
+from wsabie_jax import checkpointing, model
 from wsabie_jax.data import SparseDataset
 
 
-def save_vocabulary(workdir, ds: SparseDataset):
+def save_vocabulary(workdir, ds: SparseDataset, **extra):
   vocab = {'label_names': ds.label_names, 'num_features': ds.num_features,
-           'label_parents': None if ds.label_parents is None else ds.label_parents.tolist()}
+           'label_parents': None if ds.label_parents is None else ds.label_parents.tolist(),
+           'num_seen_labels': ds.num_seen_labels, **extra}
   (pathlib.Path(workdir) / 'vocabulary.json').write_text(json.dumps(vocab))
 
 
@@ -39,11 +39,10 @@ def load_vocabulary(workdir) -> dict:
   return vocab
 
 
-def load_best_params(workdir, config: ml_collections.ConfigDict, vocab: dict) -> model.Params:
-  """The best-on-validation parameters (the latest checkpoint if none was marked best)."""
-  from wsabie_jax.train import step_config  # the config → step mapping lives with the loop
-  cfg = step_config(config, len(vocab['label_names']))
-  like = step_lib.init_state(jax.random.PRNGKey(0), vocab['num_features'], cfg, config.model.dim)
+def load_best_state(workdir, config: ml_collections.ConfigDict, vocab: dict):
+  """The best-on-validation state (the latest checkpoint if none was marked best)."""
+  from wsabie_jax import methods  # methods builds on the loop's modules
+  like = methods.like_state(config, vocab)
   ckpts = checkpointing.Checkpoints(workdir)
   try:
     got = ckpts.restore(ckpts.best, like) or ckpts.restore(ckpts.latest, like)
@@ -51,4 +50,15 @@ def load_best_params(workdir, config: ml_collections.ConfigDict, vocab: dict) ->
     ckpts.close()
   if got is None:
     raise FileNotFoundError(f'no checkpoint in {workdir}/best or {workdir}/checkpoints')
-  return got[0].params
+  return got[0]
+
+
+def load_scorer(workdir, config: ml_collections.ConfigDict, vocab: dict):
+  """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD) of the best checkpoint."""
+  from wsabie_jax import methods
+  return methods.scorer(config, vocab, load_best_state(workdir, config, vocab))
+
+
+def load_best_params(workdir, config: ml_collections.ConfigDict, vocab: dict) -> model.Params:
+  """WSABIE's best parameters (V, W)."""
+  return load_best_state(workdir, config, vocab).params

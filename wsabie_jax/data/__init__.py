@@ -1,6 +1,7 @@
 """Data: readers, the synthetic generator, batching; `load_splits` reads a config."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pathlib
@@ -68,7 +69,21 @@ def load_splits(cfg):
     raise ValueError(f'config.data.kind={cfg.kind!r} is not one of {KINDS}')
   train, test = preprocess(train, cfg), preprocess(test, cfg)
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
+  if cfg.get('holdout_fraction', 0.0):
+    return hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
   return train, valid, test
+
+
+def hold_out(train, valid, test, fraction: float, seed: int):
+  """Zero-shot splits (paper 004 Table 2): a random `fraction` of the labels
+  moves to the end of the vocabulary and out of train and valid (images left
+  unlabelled are dropped); test keeps every label."""
+  order, num_seen = dataset.hold_out_labels(train.num_labels, fraction, seed)
+  test = dataset.select_labels(test, order, drop_unlabelled=False)
+  vocabulary = dict(label_names=test.label_names, label_parents=test.label_parents,
+                    num_seen_labels=num_seen)
+  seen_only = lambda ds: dataclasses.replace(dataset.select_labels(ds, order[:num_seen]), **vocabulary)
+  return seen_only(train), seen_only(valid), dataclasses.replace(test, num_seen_labels=num_seen)
 
 
 def pair_stream(train, batch_size: int, seed: int):

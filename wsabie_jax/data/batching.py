@@ -50,6 +50,35 @@ def _pad(indptr, values, width, fill, dtype):
   return out
 
 
+class EpochOrder:
+  """Which items batch `step` holds: a new permutation of the items every epoch."""
+
+  def __init__(self, num_items: int, batch_size: int, seed: int):
+    self.num_items, self.batch_size, self.seed = num_items, batch_size, seed
+    self._perm_epoch, self._perm = -1, None
+
+  def position(self, step: int) -> dict:
+    consumed = step * self.batch_size
+    return {'pairs_consumed': consumed, 'epoch': consumed // self.num_items,
+            'offset_in_epoch': consumed % self.num_items}
+
+  def _permutation(self, epoch: int) -> np.ndarray:
+    if epoch != self._perm_epoch:
+      self._perm_epoch = epoch
+      self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.num_items)
+    return self._perm
+
+  def ids(self, step: int) -> np.ndarray:
+    start = step * self.batch_size
+    ids = np.arange(start, start + self.batch_size)
+    epochs, offsets = ids // self.num_items, ids % self.num_items
+    out = np.empty(self.batch_size, np.int64)
+    for epoch in np.unique(epochs):
+      sel = epochs == epoch
+      out[sel] = self._permutation(int(epoch))[offsets[sel]]
+    return out
+
+
 class PairStream:
   """Batch `step` of the positive pairs, a new permutation every epoch."""
 
@@ -59,42 +88,47 @@ class PairStream:
     self.pair_label = ds.label_idx.astype(np.int32)
     if len(self.pair_image) == 0:
       raise ValueError('the training set has no positive pairs')
-    self.batch_size, self.seed = batch_size, seed
-    self._perm_epoch, self._perm = -1, None
+    self.batch_size = batch_size
+    self.order = EpochOrder(len(self.pair_image), batch_size, seed)
+    self.position = self.order.position
 
   @property
-  def num_pairs(self) -> int:
+  def num_examples(self) -> int:
     return len(self.pair_image)
 
-  def position(self, step: int) -> dict:
-    consumed = step * self.batch_size
-    return {'pairs_consumed': consumed, 'epoch': consumed // self.num_pairs,
-            'offset_in_epoch': consumed % self.num_pairs}
-
-  def _permutation(self, epoch: int) -> np.ndarray:
-    if epoch != self._perm_epoch:
-      self._perm_epoch = epoch
-      self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.num_pairs)
-    return self._perm
-
-  def pair_ids(self, step: int) -> np.ndarray:
-    start = step * self.batch_size
-    ids = np.arange(start, start + self.batch_size)
-    epochs, offsets = ids // self.num_pairs, ids % self.num_pairs
-    out = np.empty(self.batch_size, np.int64)
-    for epoch in np.unique(epochs):
-      sel = epochs == epoch
-      out[sel] = self._permutation(int(epoch))[offsets[sel]]
-    return out
-
   def batch(self, step: int) -> dict:
-    pairs = self.pair_ids(step)
+    pairs = self.order.ids(step)
     img = self.pair_image[pairs]
     p = self.padded
     return {'feat_idx_BxF': p.feat_idx_nxF[img], 'feat_val_BxF': p.feat_val_nxF[img],
             'label_B': self.pair_label[pairs], 'pos_BxP': p.pos_nxP[img],
             'num_pos_B': p.num_pos_n[img], 'weight_B': np.ones(len(pairs), np.float32)}
 
+
+class ImageStream:
+  """Batch `step` of the images, each with all its tags, a new permutation every epoch.
+
+  The skip-gram objectives (paper 004) sample from an image's tags on device,
+  so a batch holds whole images rather than (image, label) pairs.
+  """
+
+  def __init__(self, ds: SparseDataset, padded: PaddedImages, batch_size: int, seed: int):
+    if ds.num_images == 0:
+      raise ValueError('the training set has no images')
+    self.padded, self.batch_size = padded, batch_size
+    self.order = EpochOrder(ds.num_images, batch_size, seed)
+    self.position = self.order.position
+
+  @property
+  def num_examples(self) -> int:
+    return self.order.num_items
+
+  def batch(self, step: int) -> dict:
+    img = self.order.ids(step)
+    p = self.padded
+    return {'feat_idx_BxF': p.feat_idx_nxF[img], 'feat_val_BxF': p.feat_val_nxF[img],
+            'pos_BxT': p.pos_nxP[img], 'num_pos_B': p.num_pos_n[img],
+            'weight_B': np.ones(len(img), np.float32)}
 
 def prefetch(batches: Iterator[dict], size: int = 2, put=jax.device_put) -> Iterator[dict]:
   """Builds and transfers batches (with `put`) on a background thread, `size` ahead.

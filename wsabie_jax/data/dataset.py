@@ -41,6 +41,7 @@ class SparseDataset:
   label_names: list[str]
   label_parents: np.ndarray | None = None  # (Y, G) is-a parent ids, −1 padded
   skipped_empty: int = 0    # examples dropped for an empty label set
+  num_seen_labels: int | None = None  # zero-shot hold-out: labels from this id on never train
 
   @property
   def num_images(self) -> int:
@@ -123,3 +124,43 @@ def add_bias_feature(ds: SparseDataset, value: float) -> SparseDataset:
   return dataclasses.replace(ds, feat_idx=feat_idx.astype(np.int32), feat_val=feat_val,
                              feat_indptr=ds.feat_indptr + np.arange(n + 1),
                              num_features=ds.num_features + 1)
+
+
+def select_labels(ds: SparseDataset, labels: np.ndarray, drop_unlabelled: bool = True) -> SparseDataset:
+  """The data set over the label vocabulary `labels` (old ids, in their new order).
+
+  Label `labels[j]` becomes id j; other labels leave the images' label sets.
+  Images left without labels are dropped (counted in skipped_empty) unless
+  `drop_unlabelled` is false.
+  """
+  labels = np.asarray(labels, np.int64)
+  new_id = np.full(ds.num_labels, -1, np.int64)
+  new_id[labels] = np.arange(len(labels))
+  mapped = new_id[ds.label_idx]
+  owner = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
+  keep = mapped >= 0
+  key = np.sort(owner[keep] * len(labels) + mapped[keep])  # sorted labels within each image
+  counts = np.bincount(key // max(len(labels), 1), minlength=ds.num_images)
+  out = dataclasses.replace(
+      ds, label_indptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+      label_idx=(key % max(len(labels), 1)).astype(np.int32),
+      label_names=[ds.label_names[i] for i in labels],
+      label_parents=None if ds.label_parents is None else ds.label_parents[labels])
+  if not drop_unlabelled:
+    return out
+  labelled = np.flatnonzero(counts > 0)
+  return dataclasses.replace(out.subset(labelled),
+                             skipped_empty=ds.skipped_empty + ds.num_images - len(labelled))
+
+
+def hold_out_labels(num_labels: int, fraction: float, seed: int) -> tuple[np.ndarray, int]:
+  """A label order with a random `fraction` of the labels last: (order, num_seen).
+
+  The zero-shot protocol (paper 004 Table 2): training never sees the last
+  num_labels − num_seen labels; test images are ranked against them.
+  """
+  if not 0 <= fraction < 1:
+    raise ValueError(f'holdout fraction must be in [0, 1), got {fraction}')
+  held = np.zeros(num_labels, bool)
+  held[np.random.default_rng([seed, 7]).permutation(num_labels)[:int(round(fraction * num_labels))]] = True
+  return np.concatenate([np.flatnonzero(~held), np.flatnonzero(held)]), int((~held).sum())

@@ -19,7 +19,7 @@ import pathlib
 import numpy as np
 
 from wsabie_jax.data import synthetic
-from wsabie_jax.data.batching import pad_images
+from wsabie_jax.data.batching import EpochOrder, pad_images
 from wsabie_jax.data.dataset import SparseDataset
 
 
@@ -89,6 +89,8 @@ class _Serial:
 class ShardSet:
   """A shard set on disk: its meta data, and each shard loaded on demand."""
 
+  num_seen_labels = None  # no zero-shot hold-out on shards
+
   def __init__(self, directory, preprocess=lambda ds: ds):
     self.directory = pathlib.Path(directory)
     meta_path = self.directory / 'meta.json'
@@ -155,13 +157,9 @@ class ShardedPairStream:
   def __init__(self, shard_set: ShardSet, batch_size: int, seed: int):
     self.shards, self.batch_size, self.seed = shard_set, batch_size, seed
     self.max_features, self.max_positives = shard_set.max_features, shard_set.max_positives
-    self.num_pairs = int(shard_set.num_pairs_S.sum())
+    self.num_examples = int(shard_set.num_pairs_S.sum())
     self._cached = (None, None)  # ((epoch, shard), (dataset, pair_image, pair_label, permutation))
-
-  def position(self, step: int) -> dict:
-    consumed = step * self.batch_size
-    return {'pairs_consumed': consumed, 'epoch': consumed // self.num_pairs,
-            'offset_in_epoch': consumed % self.num_pairs}
+    self.position = EpochOrder(self.num_examples, batch_size, seed).position
 
   def _shard(self, epoch: int, shard: int):
     if self._cached[0] != (epoch, shard):
@@ -173,7 +171,7 @@ class ShardedPairStream:
 
   def batch(self, step: int) -> dict:
     ids = step * self.batch_size + np.arange(self.batch_size)
-    epochs, rest = ids // self.num_pairs, ids % self.num_pairs
+    epochs, rest = ids // self.num_examples, ids % self.num_examples
     parts = []
     for epoch in np.unique(epochs):
       order = np.random.default_rng([self.seed, int(epoch)]).permutation(len(self.shards.num_pairs_S))

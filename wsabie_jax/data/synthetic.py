@@ -108,3 +108,45 @@ def generate(spec: SyntheticSpec, num_images: int, split: str = 'train', shard: 
       num_features=spec.num_features,
       label_names=[f'g{world.parent_Y[y]}_l{y}' for y in range(spec.num_labels)],
       label_parents=world.parent_Y[:, None].astype(np.int32))
+
+
+def _latent_parts(spec: SyntheticSpec, world: World, dim: int):
+  rng = np.random.default_rng([spec.seed, 4])
+  num_groups = len(world.group_start_G) - 1
+  return (rng.normal(0, 1 / np.sqrt(dim), (num_groups, dim)),
+          rng.normal(0, 1 / np.sqrt(dim), (spec.num_labels, dim)))
+
+
+def latent_label_vectors(spec: SyntheticSpec, world: World, dim: int) -> np.ndarray:
+  """The world's latent label space, Y×dim: z_y = √s·c_parent(y) + √(1−s)·u_y.
+
+  c (per group) and u (per label) are N(0, I/dim), s = sibling_share: a label
+  draws a fraction s of its visual words from its group's pool, so the
+  expected overlap of two labels' words and z_y·z_y' (≈ s for siblings, ≈ 0
+  otherwise, ≈ 1 for itself) agree.
+  """
+  c_GxD, u_YxD = _latent_parts(spec, world, dim)
+  s = spec.sibling_share
+  return np.sqrt(s) * c_GxD[world.parent_Y] + np.sqrt(1 - s) * u_YxD
+
+
+def pretrained_word_vectors(spec: SyntheticSpec, world: World, dim: int = 300,
+                            noise: float = 0.5, scale: float = 2.0, num_extra: int = 0):
+  """Stand-in for a text embedding (paper 004 §3.1): (words, vectors_NxD), offline.
+
+  Every label's vector is a noisy copy of its latent one, scale·(z + noise·ε);
+  `num_extra` text-only words (named g<group>_x<j>) sit in random groups of
+  the same space. Like a real text embedding, it knows which labels are
+  related, imperfectly.
+  """
+  rng = np.random.default_rng([spec.seed, 5])
+  c_GxD, _ = _latent_parts(spec, world, dim)
+  s = spec.sibling_share
+  groups_E = rng.integers(0, len(c_GxD), num_extra)
+  extra_ExD = np.sqrt(s) * c_GxD[groups_E] + np.sqrt(1 - s) * rng.normal(
+      0, 1 / np.sqrt(dim), (num_extra, dim))
+  z_NxD = np.concatenate([latent_label_vectors(spec, world, dim), extra_ExD])
+  vectors_NxD = scale * (z_NxD + noise * rng.normal(0, 1 / np.sqrt(dim), z_NxD.shape))
+  names = [f'g{world.parent_Y[y]}_l{y}' for y in range(spec.num_labels)]
+  names += [f'g{g}_x{j}' for j, g in enumerate(groups_E)]
+  return names, vectors_NxD.astype(np.float32)
