@@ -2,10 +2,13 @@
 
   python launch/annotate.py --workdir=/tmp/run --input=FILE [--k=10]
 
-FILE is in the training data's format: a Mulan .arff (labels XML from the
+With --all_words (skip-gram workdirs) every word of the word table is ranked,
+words never seen in training included (placed by the OOV pass). FILE is in
+the training data's format: a Mulan .arff (labels XML from the
 run's config) or a libsvm/XMC text file; its labels, if any, are shown as
 `true:` for comparison, and examples without labels are annotated too.
 """
+import json
 import pathlib
 import sys
 
@@ -14,6 +17,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 from absl import app, flags, logging
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from wsabie_jax import metrics, workdir as workdir_lib
 from wsabie_jax.data import SparseDataset, batching, libsvm, mulan, preprocess
@@ -21,6 +25,9 @@ from wsabie_jax.data import SparseDataset, batching, libsvm, mulan, preprocess
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _INPUT = flags.DEFINE_string('input', None, 'Data file to annotate.', required=True)
 _K = flags.DEFINE_integer('k', 10, 'How many labels to print per example.')
+_ALL_WORDS = flags.DEFINE_bool('all_words', False,
+                               'Skip-gram workdirs: rank every word of the word table after the '
+                               'OOV pass (words.npy), not only the training tags.')
 
 
 def read_input(path: str, config, vocab: dict) -> SparseDataset:
@@ -43,6 +50,12 @@ def main(argv):
   if ds.num_features != vocab['num_features']:
     raise SystemExit(f'{_INPUT.value}: {ds.num_features} features, the model has {vocab["num_features"]}')
   names = vocab['label_names'][:labels_YxD.shape[0]]
+  if _ALL_WORDS.value:  # open vocabulary (paper 004 §2.1): tags, held-out labels, text-only words
+    words = pathlib.Path(_WORKDIR.value) / 'words.npy'
+    if not words.exists():
+      raise SystemExit(f'{words} not found: --all_words needs a skip-gram workdir (config.method)')
+    labels_YxD = jnp.asarray(np.load(words))
+    names = json.loads(words.with_suffix('.json').read_text())
   padded = batching.pad_images(ds)
   example = 0
   for feat_idx, feat_val, _, real in batching.eval_batches(padded, config.eval.batch_size):

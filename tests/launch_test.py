@@ -106,6 +106,9 @@ def test_evaluate_and_annotate_read_a_skipgram_workdir(skipgram_workdir, tmp_pat
   lines = _run('launch/annotate.py', f'--workdir={skipgram_workdir}', f'--input={path}',
                '--k=3').splitlines()
   assert len(lines) == 2 and all(line.count('(') == 3 for line in lines)
+  lines = _run('launch/annotate.py', f'--workdir={skipgram_workdir}', f'--input={path}',
+               '--k=300', '--all_words').splitlines()
+  assert '_x' in lines[0]  # text-only words rank too
 
 
 def test_compare_skipgram_writes_tables(tmp_path):

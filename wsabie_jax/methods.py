@@ -7,6 +7,7 @@ functions and values — so the loop in train.py stays the same for both.
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 from typing import Any, Callable, NamedTuple
 
@@ -20,6 +21,7 @@ from wsabie_jax import word_vectors
 from wsabie_jax.data import SparseDataset, batching, dataset, pair_stream, synthetic, synthetic_spec
 
 METHODS = ('wsabie', 'skipgram')
+log = logging.getLogger('wsabie_jax')
 
 
 class Method(NamedTuple):
@@ -150,6 +152,10 @@ def skipgram(config: ml_collections.ConfigDict, train: SparseDataset, mesh) -> M
   seen = num_seen(train)
   cfg = skipgram_config(config, train.num_features, seen)
   table = initial_words(config, train)
+  cov = table.coverage(train.label_frequencies())
+  log.info('word vectors (%s): %d of %d labels found (%.1f%% of tag occurrences), %d text-only '
+           'words', config.words.source, cov['labels_covered'], cov['num_labels'],
+           100 * cov['tag_coverage'], cov['extra_words'])
   stream = batching.ImageStream(train, batching.pad_images(train), config.train.batch_size,
                                 config.seed)
   tag_cdf_Y = samplers.tag_cdf(train.label_frequencies()[:seen], cfg.negative_power)
@@ -205,7 +211,7 @@ def out_of_vocabulary(config, cfg, state, table: word_vectors.WordTable, test: S
   Held-out labels are ranked among themselves (paper 004 Table 2's protocol),
   with their vectors as training left them and after the OOV pass.
   """
-  out = {'word_coverage': table.coverage()['label_coverage'],
+  out = {'tag_coverage': table.coverage(test.label_frequencies())['tag_coverage'],
          'extra_words': len(table.names) - table.num_labels}
   words = state.words_VxD
   initial = jnp.asarray(table.vectors_VxD)
