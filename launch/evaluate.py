@@ -14,7 +14,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 from absl import app, flags, logging
 import numpy as np
 
-from wsabie_jax import evaluation, train, workdir as workdir_lib
+from wsabie_jax import evaluation, methods, workdir as workdir_lib
 from wsabie_jax.data import batching, dataset, load_splits
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
@@ -33,7 +33,7 @@ def main(argv):
   if trainset.num_seen_labels is not None:  # zero-shot hold-out: the seen labels' ranking
     split = dataset.select_labels(split, np.arange(trainset.num_seen_labels))
   padded = batching.pad_images(split)
-  kw = dict(train.eval_kwargs(config, trainset), label_parents=split.label_parents)
+  kw = dict(methods.eval_kwargs(config, trainset), label_parents=split.label_parents)
   result = evaluation.evaluate_ranking(embed, labels_YxD, padded, **kw)
   if _BASELINE.value:
     counts = trainset.label_frequencies()[:split.num_labels]

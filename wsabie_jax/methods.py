@@ -1,8 +1,9 @@
-"""What the training loop needs from each method: WSABIE (paper 000) or the
-image–word skip-gram (paper 004), assembled from a config.
+"""What the training loop needs from each method, assembled from a config:
+WSABIE (paper 000), the image–word skip-gram (paper 004) or objects and
+parts (paper 002, `wsabie_jax/parts_run.py`).
 
 `config.method` picks one ('wsabie' when absent). A Method is plain data —
-functions and values — so the loop in train.py stays the same for both.
+functions and values — so the loop in train.py is the same for all.
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import numpy as np
 
 from wsabie_jax import evaluation, oov, parallel, samplers, skipgram_step, step as step_lib
 from wsabie_jax import word_vectors
-from wsabie_jax.data import SparseDataset, batching, dataset, pair_stream, synthetic, synthetic_spec
+from wsabie_jax.data import (SparseDataset, batching, dataset, load_splits, pair_stream, synthetic,
+                             synthetic_spec)
 
-METHODS = ('wsabie', 'skipgram')
+METHODS = ('wsabie', 'skipgram', 'parts')
 log = logging.getLogger('wsabie_jax')
 
 
@@ -30,10 +32,11 @@ class Method(NamedTuple):
   stream: Any                            # .batch(step), .num_examples, .position(step)
   train_step: Callable                   # (state, batch) -> (state, stats), jitted
   put: Callable                          # a host batch onto the devices
-  scorer: Callable[[Any], tuple]         # state -> (embed_fn(feat_idx, feat_val), labels_YxD)
-  on_validation: Callable[[Any], dict]   # state -> extra entries for history.jsonl
-  finish: Callable[..., dict]            # (best state, test, eval kw, workdir) -> test metrics
-  vocabulary: dict                       # extra entries for the workdir's vocabulary.json
+  validate: Callable[[Any], dict | None]  # state -> validation metrics (None: no valid split)
+  test: Callable[[Any, Any], dict]       # (best state, workdir) -> test metrics
+  select_metrics: frozenset              # what config.train.select_metric may name
+  vocabulary: dict                       # the workdir's vocabulary.json
+  description: str                       # the data, for the log
 
 
 def method_name(config: ml_collections.ConfigDict) -> str:
@@ -43,10 +46,63 @@ def method_name(config: ml_collections.ConfigDict) -> str:
   return name
 
 
-def build(config: ml_collections.ConfigDict, train, mesh) -> Method:
-  if method_name(config) == 'skipgram':
-    return skipgram(config, train, mesh)
-  return wsabie(config, train, mesh)
+def build(config: ml_collections.ConfigDict, mesh) -> Method:
+  name = method_name(config)
+  if name == 'parts':
+    from wsabie_jax import parts_run
+    return parts_run.method(config, mesh)
+  train, valid, test = load_splits(config.data)
+  if name == 'skipgram':
+    return skipgram(config, (train, valid, test), mesh)
+  return wsabie(config, (train, valid, test), mesh)
+
+
+def eval_kwargs(config, data) -> dict:
+  return dict(score=config.model.score, ks=tuple(config.eval.ks), batch_size=config.eval.batch_size,
+              chunk=config.eval.label_chunk, label_parents=data.label_parents, f1_k=config.eval.f1_k)
+
+
+def vocabulary(ds) -> dict:
+  return {'label_names': ds.label_names, 'num_features': ds.num_features,
+          'label_parents': None if ds.label_parents is None else ds.label_parents.tolist(),
+          'num_seen_labels': ds.num_seen_labels}
+
+
+def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> Method:
+  """validate/test for methods that rank labels for images (WSABIE, skip-gram):
+  exact metrics over all labels (seen labels only under a zero-shot hold-out),
+  the frequency baseline, then the method's own test extras (`finish`)."""
+  train, valid, test = splits
+  ev = eval_kwargs(config, train)
+  padded_valid = batching.pad_images(valid)
+
+  def validate(state):
+    if valid.num_images == 0:
+      return None
+    return {**evaluation.evaluate_ranking(*scorer(state), padded_valid,
+                                          limit=config.train.eval_subset, **ev),
+            **on_validation(state)}
+
+  def test_fn(state, workdir) -> dict:
+    seen = test if train.num_seen_labels is None else dataset.select_labels(
+        test, np.arange(train.num_seen_labels))
+    padded = batching.pad_images(seen)
+    kw = dict(ev, label_parents=seen.label_parents)
+    result = evaluation.evaluate_ranking(*scorer(state), padded, **kw)
+    baseline = evaluation.evaluate_frequency_baseline(
+        train.label_frequencies()[:seen.num_labels], padded, **kw)
+    result.update({f'freq_{k}': v for k, v in baseline.items() if k != 'num_images'})
+    result.update(finish(state, test, ev, workdir))
+    result['skipped_empty'] = train.skipped_empty + test.skipped_empty
+    return result
+
+  ks = config.eval.ks
+  selectable = {f'{m}@{k}' for m in ('p', 'r', 'psib') for k in ks} | {'map', 'auc'}
+  description = (f'{train.num_images} train / {valid.num_images} valid / {test.num_images} test '
+                 f'images, {train.num_labels} labels, {train.num_features} features; '
+                 f'{train.skipped_empty} examples skipped for empty label sets')
+  return Method(validate=validate, test=test_fn, select_metrics=frozenset(selectable),
+                description=description, **fields)
 
 
 # ---------------------------------------------------------------- WSABIE
@@ -68,7 +124,8 @@ def wsabie_state(config, num_features: int, num_labels: int) -> step_lib.TrainSt
                              config.optim.adagrad_init)
 
 
-def wsabie(config: ml_collections.ConfigDict, train, mesh) -> Method:
+def wsabie(config: ml_collections.ConfigDict, splits, mesh) -> Method:
+  train = splits[0]
   cfg = step_config(config, train.num_labels)
   stream = pair_stream(train, config.train.batch_size, config.seed)
   if mesh.devices.size > 1 and cfg.loss != 'exact':
@@ -87,9 +144,11 @@ def wsabie(config: ml_collections.ConfigDict, train, mesh) -> Method:
     return {f'uniform_{k}': v for k, v in evaluation.uniform_draws_needed(
         state.params, probe, config.loss.margin, config.model.score).items()}
 
-  return Method(lambda: wsabie_state(config, train.num_features, train.num_labels), place, stream,
-                train_step, put, lambda state: wsabie_scorer(state, num_seen(train)), on_validation,
-                lambda state, test, kw, workdir: {}, {})
+  return ranking_method(
+      config, splits, lambda state: wsabie_scorer(state, num_seen(train)), on_validation,
+      lambda state, test, kw, workdir: {},
+      init_state=lambda: wsabie_state(config, train.num_features, train.num_labels),
+      place=place, stream=stream, train_step=train_step, put=put, vocabulary=vocabulary(train))
 
 
 def wsabie_scorer(state, num_labels: int):
@@ -146,7 +205,8 @@ def skipgram_state(config, cfg: skipgram_step.SkipGramConfig, words_VxD):
                                   config.optim.adagrad_init)
 
 
-def skipgram(config: ml_collections.ConfigDict, train: SparseDataset, mesh) -> Method:
+def skipgram(config: ml_collections.ConfigDict, splits, mesh) -> Method:
+  train = splits[0]
   if not isinstance(train, SparseDataset):
     raise ValueError("method='skipgram' trains from in-memory data (data.kind != 'shards')")
   seen = num_seen(train)
@@ -176,8 +236,11 @@ def skipgram(config: ml_collections.ConfigDict, train: SparseDataset, mesh) -> M
       save_words(workdir, table.names, fitted_VxD)
     return out
 
-  return Method(lambda: skipgram_state(config, cfg, table.vectors_VxD), place, stream, train_step,
-                put, scorer, lambda state: {}, finish, {'word_names': table.names})
+  return ranking_method(
+      config, splits, scorer, lambda state: {}, finish,
+      init_state=lambda: skipgram_state(config, cfg, table.vectors_VxD), place=place,
+      stream=stream, train_step=train_step, put=put,
+      vocabulary={**vocabulary(train), 'word_names': table.names})
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict):

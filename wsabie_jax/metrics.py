@@ -105,6 +105,28 @@ def per_image_metrics(ranks_BxP: np.ndarray, top_Bxk: np.ndarray, num_labels: in
   return out
 
 
+def sibling_matrix(label_parents_YxG: np.ndarray):
+  """S of paper 000 §4 as a sparse Y×Y matrix: S_ij = 1 if i = j or i and j share
+  an is-a parent (−1 pads the parent lists). O(Σ_parents |children|²) entries.
+
+  psib@k reads the same relation without building S (`is_sibling`)."""
+  from scipy import sparse
+  Y = label_parents_YxG.shape[0]
+  child_C, col = np.nonzero(label_parents_YxG >= 0)
+  parent_C = label_parents_YxG[child_C, col]
+  order = np.argsort(parent_C, kind='stable')
+  child_C, parent_C = child_C[order], parent_C[order]
+  starts = np.flatnonzero(np.diff(parent_C, prepend=-2))
+  rows, cols = [np.arange(Y)], [np.arange(Y)]
+  for a, b in zip(starts, list(starts[1:]) + [len(parent_C)]):
+    kids = child_C[a:b]
+    rows.append(np.repeat(kids, len(kids)))
+    cols.append(np.tile(kids, len(kids)))
+  S = sparse.coo_matrix((np.ones(sum(map(len, rows)), bool), (np.concatenate(rows),
+                                                              np.concatenate(cols))), (Y, Y))
+  return S.tocsr().astype(bool)
+
+
 def is_sibling(a_N: np.ndarray, b_N: np.ndarray, label_parents_YxG: np.ndarray) -> np.ndarray:
   """S_ab of paper 000 §4: 1 if a = b or they share an is-a parent (−1 pads parents)."""
   pa_NxG = label_parents_YxG[a_N]

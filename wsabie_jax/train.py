@@ -14,18 +14,12 @@ import time
 import jax
 import ml_collections
 import logging
-import numpy as np
 
-from wsabie_jax import checkpointing, evaluation, methods, parallel, workdir as workdir_lib
-from wsabie_jax.data import batching, dataset, load_splits
+from wsabie_jax import checkpointing, methods, parallel, workdir as workdir_lib
+from wsabie_jax.data import batching
 from wsabie_jax.progress import Progress
 
 log = logging.getLogger('wsabie_jax')
-
-
-def eval_kwargs(config, data) -> dict:
-  return dict(score=config.model.score, ks=tuple(config.eval.ks), batch_size=config.eval.batch_size,
-              chunk=config.eval.label_chunk, label_parents=data.label_parents, f1_k=config.eval.f1_k)
 
 
 class _Summaries:
@@ -60,19 +54,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   config.method picks WSABIE (paper 000) or the image–word skip-gram (paper 004).
   """
   metric = config.train.select_metric
-  selectable = {f'{m}@{k}' for m in ('p', 'r', 'psib') for k in config.eval.ks} | {'map', 'auc'}
-  if metric not in selectable:
-    raise ValueError(f'config.train.select_metric={metric!r} is not one of {sorted(selectable)}')
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
-  train, valid, test = load_splits(config.data)
-  log.info('data: %d train / %d valid / %d test images, %d labels, %d features; '
-           '%d examples skipped for empty label sets', train.num_images, valid.num_images,
-           test.num_images, train.num_labels, train.num_features, train.skipped_empty)
   mesh = parallel.make_mesh(config.train.get('num_devices', 0))
-  method = methods.build(config, train, mesh)
-  workdir_lib.save_vocabulary(workdir, train, **method.vocabulary)
+  method = methods.build(config, mesh)
+  if metric not in method.select_metrics:
+    raise ValueError(f'config.train.select_metric={metric!r} is not one of '
+                     f'{sorted(method.select_metrics)}')
+  log.info('data: %s', method.description)
+  workdir_lib.save_vocabulary(workdir, method.vocabulary)
   if mesh.devices.size > 1:
     log.info('data parallel over %d devices', mesh.devices.size)
   state = method.init_state()
@@ -88,20 +79,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
   stream, train_step, put = method.stream, method.train_step, method.put
   steps_per_epoch = math.ceil(stream.num_examples / config.train.batch_size)
   total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
-  padded_valid = batching.pad_images(valid)
-  ev = eval_kwargs(config, train)
   summaries = _Summaries(workdir)
   start_step = int(state.step)
   progress = Progress(total_steps, config.train.batch_size)
 
   def validate(state, step_seconds: float):
-    if valid.num_images == 0:  # nothing to select on: the last state is the model
+    val = method.validate(state)
+    if val is None:  # no validation split: nothing to select on, the last state is the model
       return False
-    val = evaluation.evaluate_ranking(*method.scorer(state), padded_valid,
-                                      limit=config.train.eval_subset, **ev)
     summaries.scalars(int(state.step), val, 'valid')
-    entry = {'step': int(state.step), 'step_seconds': step_seconds, **val,
-             **method.on_validation(state)}
+    entry = {'step': int(state.step), 'step_seconds': step_seconds, **val}
     if jax.process_index() == 0:
       with open(workdir / 'history.jsonl', 'a') as f:
         f.write(json.dumps(entry) + '\n')
@@ -163,25 +150,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
 
   best = ckpts.restore(ckpts.best, state)
   best_state = best[0] if best is not None else state
-  if train.num_seen_labels is not None:  # zero-shot hold-out: this part ranks the seen labels
-    test_seen = dataset.select_labels(test, np.arange(train.num_seen_labels))
-  else:
-    test_seen = test
-  padded_test = batching.pad_images(test_seen)
-  ev_test = dict(ev, label_parents=test_seen.label_parents)
-  result = evaluation.evaluate_ranking(*method.scorer(best_state), padded_test, **ev_test)
-  counts = train.label_frequencies()[:test_seen.num_labels]
-  baseline = evaluation.evaluate_frequency_baseline(counts, padded_test, **ev_test)
-  result.update({f'freq_{k}': v for k, v in baseline.items() if k != 'num_images'})
-  result.update(method.finish(best_state, test, ev, workdir))
+  result = method.test(best_state, workdir)
   pairs_done = int(jax.device_get(state.step)) * config.train.batch_size
   result.update(
       steps=int(jax.device_get(state.step)), best_step=record['best_step'],
       **{f'valid_{metric}': record['best_metric']},
       train_seconds=record['train_seconds'],
       train_examples_per_sec=pairs_done / max(record['step_seconds'], 1e-9),
-      stopped=record['stopped'] or 'completed', epochs=pairs_done / stream.num_examples,
-      skipped_empty=train.skipped_empty + test.skipped_empty)
+      stopped=record['stopped'] or 'completed', epochs=pairs_done / stream.num_examples)
   summaries.scalars(result['steps'], {k: v for k, v in result.items()
                                       if isinstance(v, (int, float))}, 'test')
   summaries.close()

@@ -15,13 +15,9 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax import checkpointing, model
-from wsabie_jax.data import SparseDataset
 
 
-def save_vocabulary(workdir, ds: SparseDataset, **extra):
-  vocab = {'label_names': ds.label_names, 'num_features': ds.num_features,
-           'label_parents': None if ds.label_parents is None else ds.label_parents.tolist(),
-           'num_seen_labels': ds.num_seen_labels, **extra}
+def save_vocabulary(workdir, vocab: dict):
   (pathlib.Path(workdir) / 'vocabulary.json').write_text(json.dumps(vocab))
 
 

@@ -164,3 +164,18 @@ def hold_out_labels(num_labels: int, fraction: float, seed: int) -> tuple[np.nda
   held = np.zeros(num_labels, bool)
   held[np.random.default_rng([seed, 7]).permutation(num_labels)[:int(round(fraction * num_labels))]] = True
   return np.concatenate([np.flatnonzero(~held), np.flatnonzero(held)]), int((~held).sum())
+
+
+def concat(parts: list[SparseDataset]) -> SparseDataset:
+  """The images of several data sets over the same features and labels, in order."""
+  first = parts[0]
+  for p in parts[1:]:
+    if p.num_features != first.num_features or p.label_names != first.label_names:
+      raise ValueError('concat: the data sets differ in features or labels')
+  ptr = lambda name: np.concatenate([[0]] + [getattr(p, name)[1:] + sum(
+      getattr(q, name)[-1] for q in parts[:i]) for i, p in enumerate(parts)]).astype(np.int64)
+  cat = lambda name: np.concatenate([getattr(p, name) for p in parts])
+  return dataclasses.replace(first, feat_indptr=ptr('feat_indptr'), feat_idx=cat('feat_idx'),
+                             feat_val=cat('feat_val'), label_indptr=ptr('label_indptr'),
+                             label_idx=cat('label_idx'),
+                             skipped_empty=sum(p.skipped_empty for p in parts))

@@ -31,6 +31,8 @@ class SyntheticSpec:
   sibling_share: float = 0.5  # chance a label's word comes from its group's pool
   sibling_labels: float = 0.5  # chance an extra label is a sibling of the first
   seed: int = 0
+  vocabulary: str = 'planted'  # 'wordnet': labels are real noun synsets, groups their
+                               # is-a parents, with WordNet's part-of relations among them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,12 +44,30 @@ class World:
   background_prob_d: np.ndarray
   members_G: np.ndarray         # labels sorted by group ...
   group_start_G: np.ndarray     # ... and where each group's run starts
+  label_names: tuple[str, ...] = ()
+  label_parents_YxG: np.ndarray | None = None  # all is-a parents (−1 padded)
+  relations: tuple[tuple[int, int], ...] = ()  # part-of (whole, part) label pairs
 
 
 def make_world(spec: SyntheticSpec) -> World:
   rng = np.random.default_rng([spec.seed, 0])
   Y, d = spec.num_labels, spec.num_features
-  parent = rng.permutation(Y) // spec.group_size
+  if spec.vocabulary == 'wordnet':
+    # Real synsets: a label's group (the pool of visual words it shares) is
+    # its first is-a parent, so WordNet siblings look alike.
+    from wsabie_jax import wordnet
+    wn = wordnet.load()
+    names, relations = wordnet.part_of_vocabulary(wn, Y)
+    parents_YxG, _ = wordnet.parents_table(wn, names)
+    _, parent = np.unique(parents_YxG[:, 0], return_inverse=True)
+    extra = dict(label_names=tuple(names), label_parents_YxG=parents_YxG,
+                 relations=tuple(relations))
+  elif spec.vocabulary == 'planted':
+    parent = rng.permutation(Y) // spec.group_size
+    names = tuple(f'g{g}_l{y}' for y, g in enumerate(parent))
+    extra = dict(label_names=names, label_parents_YxG=parent[:, None].astype(np.int32))
+  else:
+    raise ValueError(f"vocabulary={spec.vocabulary!r} is not 'planted' or 'wordnet'")
   label_prob = 1.0 / np.arange(1, Y + 1) ** spec.zipf
   label_prob = (label_prob / label_prob.sum())[rng.permutation(Y)]
   bg = 1.0 / np.arange(1, d + 1) ** spec.zipf
@@ -56,7 +76,8 @@ def make_world(spec: SyntheticSpec) -> World:
   return World(parent, label_prob,
                rng.integers(0, d, (Y, spec.words_per_label)),
                rng.integers(0, d, (num_groups, spec.words_per_label)),
-               (bg / bg.sum())[rng.permutation(d)], np.argsort(parent, kind='stable'), group_start)
+               (bg / bg.sum())[rng.permutation(d)], np.argsort(parent, kind='stable'), group_start,
+               **extra)
 
 
 def _pick(rng, prob, size):
@@ -105,9 +126,8 @@ def generate(spec: SyntheticSpec, num_images: int, split: str = 'train', shard: 
       feat_indptr=np.concatenate([[0], np.cumsum(np.bincount(f_owner, minlength=n))]).astype(np.int64),
       feat_idx=(fkey % spec.num_features).astype(np.int32), feat_val=fcount.astype(np.float32),
       label_indptr=label_indptr.astype(np.int64), label_idx=label_idx,
-      num_features=spec.num_features,
-      label_names=[f'g{world.parent_Y[y]}_l{y}' for y in range(spec.num_labels)],
-      label_parents=world.parent_Y[:, None].astype(np.int32))
+      num_features=spec.num_features, label_names=list(world.label_names),
+      label_parents=world.label_parents_YxG)
 
 
 def _latent_parts(spec: SyntheticSpec, world: World, dim: int):
@@ -147,6 +167,5 @@ def pretrained_word_vectors(spec: SyntheticSpec, world: World, dim: int = 300,
       0, 1 / np.sqrt(dim), (num_extra, dim))
   z_NxD = np.concatenate([latent_label_vectors(spec, world, dim), extra_ExD])
   vectors_NxD = scale * (z_NxD + noise * rng.normal(0, 1 / np.sqrt(dim), z_NxD.shape))
-  names = [f'g{world.parent_Y[y]}_l{y}' for y in range(spec.num_labels)]
-  names += [f'g{g}_x{j}' for j, g in enumerate(groups_E)]
+  names = list(world.label_names) + [f'g{g}_x{j}' for j, g in enumerate(groups_E)]
   return names, vectors_NxD.astype(np.float32)
