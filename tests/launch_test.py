@@ -120,3 +120,15 @@ def test_compare_skipgram_writes_tables(tmp_path):
        '--negatives=10', f'--workdir={tmp_path / "sweep"}')
   assert '| 5 |' in (tmp_path / 'sweep' / 'table.md').read_text()
   assert (tmp_path / 'sweep' / 'fig2c_positives.svg').read_text().startswith('<svg')
+
+
+def test_baselines_table(tmp_path):
+  out = _run('launch/baselines.py', '--data=synthetic', '--small', '--dims=16,32',
+             f'--workdir={tmp_path}')
+  table = (tmp_path / 'table.md').read_text()
+  assert table in out
+  for row in ('| Approx. k-NN |', '| Exact k-NN |', '| One-vs-Rest |', '| PAMIRIA |',
+              '| WSABIE-32 |', '| Ensemble '):
+    assert row in table, row
+  results = json.loads((tmp_path / 'table.json').read_text())
+  assert all(0 < r['p@1'] <= 1 for r in results.values())

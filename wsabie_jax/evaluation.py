@@ -17,24 +17,30 @@ def embed(V_dxD: jax.Array, feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array) ->
   return model.embed_images(V_dxD[feat_idx_BxF], feat_val_BxF)
 
 
-def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array, padded: PaddedImages, *,
+def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array | None, padded: PaddedImages, *,
                      score: str = 'dot', ks=(1, 5, 10), batch_size: int = 256,
                      chunk: int = 4096, label_parents: np.ndarray | None = None,
-                     limit: int | None = None, f1_k: int = 5) -> dict[str, float]:
+                     limit: int | None = None, f1_k: int = 5,
+                     num_labels: int | None = None) -> dict[str, float]:
   """Means over images of the per-image metrics, plus per-class/overall P/R/F1@f1_k.
 
   embed_fn(feat_idx_BxF, feat_val_BxF) -> image_BxD; labels are ranked by
-  score(image, W_i) over all Y labels.
+  score(image, W_i) over all Y labels. With W_YxD None, embed_fn returns the
+  B×Y label scores themselves (baselines, ensembles; pass num_labels).
   """
-  num_labels = W_YxD.shape[0]
+  num_labels = W_YxD.shape[0] if W_YxD is not None else num_labels
   kmax = min(max(max(ks), f1_k), num_labels)
   sums: dict[str, float] = {}
   counts = metrics.ClassCounts(num_labels)
   num_images = 0
   for feat_idx, feat_val, pos, real in eval_batches(padded, batch_size, limit):
     image = embed_fn(feat_idx, feat_val)
-    ranks, top, _ = jax.device_get(metrics.rank_and_top_k(
-        image, W_YxD, jnp.asarray(pos), k=kmax, score_kind=score, chunk=chunk))
+    if W_YxD is None:
+      ranks, top, _ = jax.device_get(metrics.rank_and_top_k_from_scores(
+          image, jnp.asarray(pos), k=kmax))
+    else:
+      ranks, top, _ = jax.device_get(metrics.rank_and_top_k(
+          image, W_YxD, jnp.asarray(pos), k=kmax, score_kind=score, chunk=chunk))
     ranks, top, pos = ranks[:real], top[:real], pos[:real]
     per_image = metrics.per_image_metrics(ranks, top, num_labels, ks, label_parents, pos)
     for name, values in per_image.items():

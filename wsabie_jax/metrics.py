@@ -177,3 +177,19 @@ class ClassCounts:
             f'class_r@{k}': float(r_c[present].mean()) if present.any() else 0.0,
             f'class_f1@{k}': float(f_c[present].mean()) if present.any() else 0.0,
             f'overall_p@{k}': float(p_o), f'overall_r@{k}': float(r_o), f'overall_f1@{k}': float(f_o)}
+
+
+@functools.partial(jax.jit, static_argnames=('k',))
+def rank_and_top_k_from_scores(scores_BxY: jax.Array, pos_BxP: jax.Array, *, k: int):
+  """`rank_and_top_k` for models that score labels directly (k-NN votes, linear
+  baselines, ensembles): the same ranks, ties broken by lower label id."""
+  B, Y = scores_BxY.shape
+  valid_BxP = (pos_BxP >= 0) & (pos_BxP < Y)
+  pos_score_BxP = jnp.take_along_axis(scores_BxY, jnp.clip(pos_BxP, 0, Y - 1), 1)
+  ids_Y = jnp.arange(Y)
+  before_BxPxY = ((scores_BxY[:, None, :] > pos_score_BxP[:, :, None])
+                  | ((scores_BxY[:, None, :] == pos_score_BxP[:, :, None])
+                     & (ids_Y[None, None, :] < pos_BxP[:, :, None])))
+  ranks_BxP = jnp.sum(before_BxPxY, -1, dtype=jnp.int32)
+  top_s, top_i = jax.lax.top_k(scores_BxY, k)
+  return jnp.where(valid_BxP, ranks_BxP, -1), top_i, top_s

@@ -1,0 +1,86 @@
+"""Paper 000 §6.3's baselines and Table 7's ensembles, against references."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from wsabie_jax import baselines, ensemble, evaluation, knn, metrics
+from wsabie_jax.data import batching, dataset, synthetic
+
+
+def _data(n=600, Y=30, d=200, seed=0):
+  spec = synthetic.SyntheticSpec(num_labels=Y, num_features=d, nnz=15, signal=0.8, seed=seed)
+  world = synthetic.make_world(spec)
+  return (dataset.normalize(synthetic.generate(spec, n, world=world), 'l2'),
+          dataset.normalize(synthetic.generate(spec, 200, 'test', world=world), 'l2'))
+
+
+def test_scores_path_ranks_like_the_embedding_path():
+  rng = np.random.default_rng(0)
+  image, W = rng.normal(size=(5, 4)).astype(np.float32), rng.normal(size=(9, 4)).astype(np.float32)
+  pos = jnp.array([[1, 3, 9], [0, 9, 9], [8, 2, 9], [4, 9, 9], [5, 6, 7]])
+  a = metrics.rank_and_top_k(jnp.asarray(image), jnp.asarray(W), pos, k=4, score_kind='dot')
+  b = metrics.rank_and_top_k_from_scores(jnp.asarray(image @ W.T), pos, k=4)
+  np.testing.assert_array_equal(a[0], b[0])
+  np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_linear_baselines_separate_their_training_data():
+  train, _ = _data(n=300)
+  padded = batching.pad_images(train)
+  for kind in ('ovr', 'pamir'):
+    W = baselines.train_linear(train, kind, C=10.0, epochs=20)
+    m = evaluation.evaluate_ranking(baselines.linear_scores(W), None, padded, num_labels=30, ks=(1,))
+    assert m['p@1'] > 0.9, (kind, m['p@1'])
+  W = np.asarray(baselines.train_linear(train, 'ovr', C=10.0, epochs=20))
+  X = np.zeros((train.num_images, train.num_features))
+  for i in range(train.num_images):
+    X[i, train.features(i)[0]] = train.features(i)[1]
+  margins = X @ W
+  positive = np.zeros_like(margins, bool)
+  for i in range(train.num_images):
+    positive[i, train.labels(i)] = True
+  assert (margins[positive] > 0).mean() > 0.95 and (margins[~positive] < 0).mean() > 0.99
+
+
+def test_exact_knn_matches_brute_force():
+  train, test = _data()
+  t, q = batching.pad_images(train), batching.pad_images(test)
+  s, i = knn.neighbours(jnp.asarray(q.feat_idx_nxF[:8]), jnp.asarray(q.feat_val_nxF[:8]),
+                        jnp.asarray(t.feat_idx_nxF), jnp.asarray(t.feat_val_nxF), k=5,
+                        num_features=200, chunk=128)
+  dense = lambda p: np.stack([np.bincount(r, v, 200) for r, v in zip(p.feat_idx_nxF, p.feat_val_nxF)])
+  sims = dense(q)[:8] @ dense(t).T
+  np.testing.assert_allclose(np.asarray(s), -np.sort(-sims, 1)[:, :5], rtol=1e-5)
+  scores = np.asarray(knn.vote(s, i, jnp.asarray(t.pos_nxP), 30))
+  want = np.zeros((8, 30))
+  for b in range(8):
+    for j in np.argsort(-sims[b])[:5]:
+      want[b, train.labels(j)] += sims[b, j]
+  np.testing.assert_allclose(scores, want, rtol=1e-4, atol=1e-6)
+
+
+def test_random_projection_tree_is_balanced_and_exact_at_depth_zero():
+  train, test = _data()
+  t, q = batching.pad_images(train), batching.pad_images(test)
+  tree = knn.RandomProjectionTree(t, 200, depth=3)
+  sizes = [len(leaf) for leaf in tree.leaves]
+  assert sum(sizes) == 600 and max(sizes) - min(sizes) <= 8 and len(sizes) == 8
+  assert sorted(np.concatenate(tree.leaves)) == list(range(600))
+  leaf = tree.leaf_of(t.feat_idx_nxF, t.feat_val_nxF)  # training points find their own leaf
+  for l, rows in enumerate(tree.leaves):
+    assert (leaf[rows] == l).all()
+  flat = knn.RandomProjectionTree(t, 200, depth=0).scores(30, k=5)
+  exact = knn.exact_scores(t, 200, 30, k=5)
+  np.testing.assert_allclose(np.asarray(flat(q.feat_idx_nxF[:16], q.feat_val_nxF[:16])),
+                             np.asarray(exact(q.feat_idx_nxF[:16], q.feat_val_nxF[:16])), rtol=1e-5)
+
+
+def test_ensemble_weights_are_fit_on_validation():
+  train, test = _data()
+  padded = batching.pad_images(test)
+  good = baselines.linear_scores(baselines.train_linear(train, 'pamir', C=1.0, epochs=3))
+  noise = lambda idx, val: jax.random.normal(jax.random.PRNGKey(idx.shape[0]), (idx.shape[0], 30))
+  weights, best = ensemble.fit_weights([noise, good], padded, 30, grid=(0.0, 1.0, 100.0))
+  assert weights == (1.0, 100.0)  # the informative member dominates
+  alone = evaluation.evaluate_ranking(good, None, padded, num_labels=30)['p@1']
+  assert best >= alone - 0.02
