@@ -73,7 +73,7 @@ def main(argv):
   for name, kind in (('One-vs-Rest', 'ovr'), ('PAMIRIA', 'pamir')):
     rows[name] = _choose(name, lambda s, kind=kind: baselines.linear_scores(
         baselines.train_linear(trainset, kind, C=s[0], epochs=s[1])),
-        [(C, e) for C in (0.1, 1.0, 10.0) for e in epochs], pv, Y, ev)
+        [(C, e) for C in (0.01, 0.1, 1.0, 10.0) for e in epochs], pv, Y, ev)
   members = []
   for dim in [int(x) for x in _DIMS.value]:
     run_dir = workdir / f'wsabie_D{dim}'

@@ -132,3 +132,10 @@ def test_baselines_table(tmp_path):
     assert row in table, row
   results = json.loads((tmp_path / 'table.json').read_text())
   assert all(0 < r['p@1'] <= 1 for r in results.values())
+
+
+def test_reproduce_writes_the_table_beside_the_paper(tmp_path):
+  out = _run('launch/reproduce.py', '--table=000-4', '--data=synthetic', '--small',
+             f'--workdir={tmp_path}')
+  table = (tmp_path / '000-4.md').read_text()
+  assert table in out and 'Paper 000 Table 4' in table and '| D=16 |' in table and '| D=32 |' in table
