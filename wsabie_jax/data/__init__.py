@@ -9,7 +9,7 @@ import pathlib
 from wsabie_jax.data import batching, dataset, libsvm, mulan, shards, synthetic
 from wsabie_jax.data.dataset import DataError, SparseDataset
 
-KINDS = ('synthetic', 'mulan', 'libsvm', 'shards')
+KINDS = ('synthetic', 'mulan', 'libsvm', 'shards', 'tfds')
 
 
 def synthetic_spec(cfg) -> synthetic.SyntheticSpec:
@@ -55,7 +55,11 @@ def load_splits(cfg):
     train = shards.ShardSet(root / 'train', prep)
     return train, shards.ShardSet(root / 'valid', prep).load_all(), \
         shards.ShardSet(root / 'test', prep).load_all()
-  if cfg.kind == 'synthetic':
+  if cfg.kind == 'tfds':  # a tfds builder (data/tfds_builders.py) prepared from manual_dir
+    from wsabie_jax.data import tfds_builders
+    builder = tfds_builders.prepare(cfg.tfds_name, cfg.data_dir, cfg.get('manual_dir'))
+    train, test = tfds_builders.load(builder, 'train'), tfds_builders.load(builder, 'test')
+  elif cfg.kind == 'synthetic':
     spec = synthetic_spec(cfg)
     world = synthetic.make_world(spec)
     train = synthetic.generate(spec, cfg.num_train, 'train', world=world)

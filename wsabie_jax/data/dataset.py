@@ -97,7 +97,8 @@ def split_validation(ds: SparseDataset, fraction: float, seed: int):
     raise ValueError(f'validation fraction must be in [0, 1), got {fraction}')
   order = np.random.default_rng(seed).permutation(ds.num_images)
   n_valid = int(round(fraction * ds.num_images))
-  return ds.subset(np.sort(order[n_valid:])), ds.subset(np.sort(order[:n_valid]))
+  train = dataclasses.replace(ds.subset(np.sort(order[n_valid:])), skipped_empty=ds.skipped_empty)
+  return train, ds.subset(np.sort(order[:n_valid]))
 
 
 def normalize(ds: SparseDataset, kind: str) -> SparseDataset:

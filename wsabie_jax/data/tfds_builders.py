@@ -1,0 +1,85 @@
+"""tfds builders for the papers' real data, read from `manual_dir` (never downloaded).
+
+  LearIccv09  configs corel5k / espgame / iaprtc12: LEAR's iccv09 features and
+              annotations (data/lear.py for the file formats).
+
+Each example is one image: `feat_idx`, `feat_val` (its sparse bag), `labels`
+(label ids) and `image` (its name); the label names and the feature count
+sit in `info.metadata`. Datasets are written as ArrayRecord, which needs no
+TensorFlow; `load` turns a prepared split back into a SparseDataset.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from wsabie_jax.data import lear
+from wsabie_jax.data.dataset import SparseDataset, from_lists
+
+
+def _features():
+  return tfds.features.FeaturesDict({
+      'feat_idx': tfds.features.Tensor(shape=(None,), dtype=np.int32),
+      'feat_val': tfds.features.Tensor(shape=(None,), dtype=np.float32),
+      'labels': tfds.features.Tensor(shape=(None,), dtype=np.int32),
+      'image': tfds.features.Text()})
+
+
+class LearIccv09(tfds.core.GeneratorBasedBuilder):
+  """LEAR iccv09 (Guillaumin et al. 2009): Corel5k, ESP-game, IAPR-TC12."""
+
+  VERSION = tfds.core.Version('1.0.0')
+  BUILDER_CONFIGS = [tfds.core.BuilderConfig(name=n) for n in ('corel5k', 'espgame', 'iaprtc12')]
+  MANUAL_DOWNLOAD_INSTRUCTIONS = (
+      'Place the iccv09 files of the data set in manual_dir: <name>_dictionary.txt, '
+      '<name>_{train,test}_list.txt, <name>_{train,test}_annot.hvecs and the feature files '
+      '(<name>_{train,test}_DenseSiftV3H1.hvecs, …_Gist.fvec, …_HsvV3H1.hvecs32, …).')
+  features_used = lear.DEFAULT_FEATURES
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    return tfds.core.DatasetInfo(builder=self, features=_features(),
+                                 metadata=tfds.core.MetadataDict(),
+                                 disable_shuffling=True)  # the files' image order
+
+  def _split_generators(self, dl_manager):
+    root = dl_manager.manual_dir
+    splits = {s: lear.read_split(root, self.builder_config.name, s, self.features_used,
+                                 skip_empty=False) for s in ('train', 'test')}
+    self.info.metadata.update(label_names=splits['train'].label_names,
+                              num_features=splits['train'].num_features)
+    names = {s: lear._lines(root / f'{self.builder_config.name}_{s}_list.txt') for s in splits}
+    return {s: self._generate_examples(ds, names[s]) for s, ds in splits.items()}
+
+  def _generate_examples(self, ds: SparseDataset, image_names):
+    for i in range(ds.num_images):
+      idx, val = ds.features(i)
+      yield i, {'feat_idx': idx, 'feat_val': val, 'labels': ds.labels(i), 'image': image_names[i]}
+
+
+BUILDERS = {'lear_iccv09': LearIccv09}
+
+
+def prepare(name: str, data_dir, manual_dir=None):
+  """The builder for 'family/config' (e.g. 'lear_iccv09/corel5k'), prepared from manual_dir."""
+  family, _, config = name.partition('/')
+  if family not in BUILDERS:
+    raise ValueError(f'tfds data {name!r}: unknown family (expected one of {sorted(BUILDERS)})')
+  builder = BUILDERS[family](config=config or None, data_dir=str(data_dir), file_format='array_record')
+  if not builder.is_prepared():
+    if not manual_dir:
+      raise FileNotFoundError(f'{name} is not prepared in {data_dir}: set config.data.manual_dir')
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        manual_dir=str(manual_dir)))
+  return builder
+
+
+def load(builder, split: str, skip_empty: bool = True) -> SparseDataset:
+  """A prepared split as a SparseDataset (images without labels skipped and counted)."""
+  source = builder.as_data_source(split)
+  examples = [source[i] for i in range(len(source))]
+  keep = [e for e in examples if len(e['labels']) or not skip_empty]
+  ds = from_lists([(e['feat_idx'], e['feat_val']) for e in keep], [e['labels'] for e in keep],
+                  int(builder.info.metadata['num_features']),
+                  list(builder.info.metadata['label_names']))
+  ds.skipped_empty = len(examples) - len(keep)
+  return ds
