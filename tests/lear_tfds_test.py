@@ -75,3 +75,16 @@ def test_tfds_builder_round_trip(tmp_path):
   np.testing.assert_array_equal(train.feat_idx, direct.feat_idx)
   np.testing.assert_allclose(train.feat_val, direct.feat_val)
   np.testing.assert_array_equal(train.label_idx, direct.label_idx)
+
+
+def test_mulan_builder_matches_the_arff_reader(tmp_path):
+  """The real Corel5k files (../shared/data) through tfds equal the direct reader."""
+  import pathlib
+  from wsabie_jax.data import mulan, tfds_builders
+  corel = pathlib.Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'corel5k'
+  builder = tfds_builders.prepare('mulan/corel5k', tmp_path, corel)
+  got = tfds_builders.load(builder, 'test')
+  want = mulan.read_arff(corel / 'Corel5k-test-sparse.arff', corel / 'Corel5k.xml')
+  assert got.num_images == want.num_images == 500 and got.label_names == want.label_names
+  np.testing.assert_array_equal(got.feat_idx, want.feat_idx)
+  np.testing.assert_array_equal(got.label_idx, want.label_idx)

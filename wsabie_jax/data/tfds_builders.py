@@ -2,6 +2,8 @@
 
   LearIccv09  configs corel5k / espgame / iaprtc12: LEAR's iccv09 features and
               annotations (data/lear.py for the file formats).
+  Mulan       configs named after Mulan data sets (corel5k, …): <Name>-train*.arff,
+              <Name>-test*.arff and <Name>.xml (data/mulan.py).
 
 Each example is one image: `feat_idx`, `feat_val` (its sparse bag), `labels`
 (label ids) and `image` (its name); the label names and the feature count
@@ -13,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow_datasets as tfds
 
-from wsabie_jax.data import lear
+from wsabie_jax.data import lear, mulan
 from wsabie_jax.data.dataset import SparseDataset, from_lists
 
 
@@ -56,7 +58,44 @@ class LearIccv09(tfds.core.GeneratorBasedBuilder):
       yield i, {'feat_idx': idx, 'feat_val': val, 'labels': ds.labels(i), 'image': image_names[i]}
 
 
-BUILDERS = {'lear_iccv09': LearIccv09}
+class MulanConfig(tfds.core.BuilderConfig):
+  def __init__(self, *, stem: str, **kw):
+    super().__init__(**kw)
+    self.stem = stem  # the files' common prefix: <stem>-train*.arff, <stem>-test*.arff, <stem>.xml
+
+
+class Mulan(tfds.core.GeneratorBasedBuilder):
+  """A Mulan multi-label data set (ARFF + label XML), e.g. Corel5k (Duygulu et al. 2002)."""
+
+  VERSION = tfds.core.Version('1.0.0')
+  BUILDER_CONFIGS = [MulanConfig(name='corel5k', stem='Corel5k')]
+  MANUAL_DOWNLOAD_INSTRUCTIONS = ('Place <Name>-train.arff (or -train-sparse.arff), '
+                                  '<Name>-test.arff and <Name>.xml in manual_dir.')
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    return tfds.core.DatasetInfo(builder=self, features=_features(),
+                                 metadata=tfds.core.MetadataDict(), disable_shuffling=True)
+
+  def _split_generators(self, dl_manager):
+    root, stem = dl_manager.manual_dir, self.builder_config.stem
+    labels = root / f'{stem}.xml'
+    splits = {}
+    for split in ('train', 'test'):
+      found = sorted(root.glob(f'{stem}-{split}*.arff'))
+      if not found:
+        raise FileNotFoundError(f'{root}: no {stem}-{split}*.arff ({self.MANUAL_DOWNLOAD_INSTRUCTIONS})')
+      splits[split] = mulan.read_arff(found[0], labels, skip_empty=False)
+    self.info.metadata.update(label_names=splits['train'].label_names,
+                              num_features=splits['train'].num_features)
+    return {s: self._generate_examples(ds) for s, ds in splits.items()}
+
+  def _generate_examples(self, ds: SparseDataset):
+    for i in range(ds.num_images):
+      idx, val = ds.features(i)
+      yield i, {'feat_idx': idx, 'feat_val': val, 'labels': ds.labels(i), 'image': str(i)}
+
+
+BUILDERS = {'lear_iccv09': LearIccv09, 'mulan': Mulan}
 
 
 def prepare(name: str, data_dir, manual_dir=None):
