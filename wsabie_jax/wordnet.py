@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import pathlib
-import shutil
 import warnings
 
 DEBIAN_DIR = '/usr/share/wordnet'
@@ -55,13 +54,23 @@ def prepare(source: str | os.PathLike = DEBIAN_DIR, root: str | os.PathLike | No
         "Debian's wordnet-base (sudo apt-get install wordnet-base) or pass its directory")
   root = pathlib.Path(root) if root is not None else _cache_root()
   root.mkdir(parents=True, exist_ok=True)
+  # Written under a temporary name, then renamed: processes sharing the cache
+  # (pytest -n, several launches) never read a half-copied file.
   for name in FILES:
     target = root / name
     if not target.exists() or target.stat().st_size != (source / name).stat().st_size:
-      shutil.copyfile(source / name, target)
-  (root / 'lexnames').write_text(''.join(f'{i:02d}\t{entry.split()[0]}\t{entry.split()[1]}\n'
-                                         for i, entry in enumerate(LEXNAMES)))
+      _atomic_write(target, (source / name).read_bytes())
+  lexnames = ''.join(f'{i:02d}\t{entry.split()[0]}\t{entry.split()[1]}\n'
+                     for i, entry in enumerate(LEXNAMES)).encode()
+  if not (root / 'lexnames').exists() or (root / 'lexnames').read_bytes() != lexnames:
+    _atomic_write(root / 'lexnames', lexnames)
   return root
+
+
+def _atomic_write(target: pathlib.Path, data: bytes) -> None:
+  tmp = target.with_name(f'.{target.name}.{os.getpid()}')
+  tmp.write_bytes(data)
+  os.replace(tmp, target)
 
 
 @functools.lru_cache(maxsize=2)
