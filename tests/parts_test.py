@@ -114,3 +114,17 @@ def test_parts_method_trains_through_the_loop(tmp_path):
     assert 0 <= m[key] <= 1, key
   assert m['io_pair_map'] > m['i_pair_map']  # among all K² pairs the offset singles out relations
   assert (tmp_path / 'nearest_labels.json').exists()
+
+
+def test_svm_baseline_row(tmp_path):
+  import pytest
+  from configs import parts_synthetic
+  from wsabie_jax import parts_run, wordnet
+  try:
+    wordnet.load()
+  except wordnet.WordNetMissing as e:
+    pytest.skip(str(e))
+  c = parts_synthetic.get_config('shared,iw,small')
+  c.parts.update(num_valid=100, num_test=200)
+  m = parts_run.svm_baseline(c, grid=((0.1, 1), (1.0, 1)))
+  assert 0 < m['svm_annot_p@1'] <= 1 and m['svm_setting'] in ('(0.1, 1)', '(1.0, 1)')

@@ -100,3 +100,30 @@ def method(config: ml_collections.ConfigDict, mesh) -> methods.Method:
       put=jax.device_put, validate=validate, test=test, select_metrics=frozenset(names),
       vocabulary={**methods.vocabulary(train), 'relations': np.asarray(data.relations_Rx2).tolist()},
       description=description)
+
+
+def svm_baseline(config: ml_collections.ConfigDict, grid=((0.01, 5), (0.1, 5), (1.0, 5))) -> dict:
+  """Paper 002 Table 3's SVM row: one-vs-rest linear classifiers (Passive-Aggressive,
+  baselines.py) on the training images, C and epochs chosen on validation
+  annotation MAP; test annotation = triplet for a model without f_L."""
+  import jax.numpy as jnp
+  from wsabie_jax import baselines
+  data = proxy_data(config)
+  quads = {split: proxy.QuadrupletStream(data.splits[split], data.relations_Rx2,
+                                         config.parts[f'num_{split}'], config.seed + salt).batch(0)
+           for split, salt in (('valid', 1), ('test', 2))}
+
+  def annotation(W_dxY, q) -> dict:
+    score = baselines.linear_scores(W_dxY)
+    ranks = [parts_eval.annotation_rank(score(q[f'{side}_idx_BxF'], q[f'{side}_val_BxF']),
+                                        jnp.asarray(q[f'{side}_label_B']))
+             for side in ('obj', 'part')]
+    return parts_eval.rank_metrics(np.concatenate([np.asarray(r) for r in ranks]), 'svm_annot_')
+
+  best = None
+  for C, epochs in grid:
+    W = baselines.train_linear(data.splits['train'], 'ovr', C=C, epochs=epochs, seed=config.seed)
+    got = annotation(W, quads['valid'])['svm_annot_map']
+    if best is None or got > best[0]:
+      best = (got, W, (C, epochs))
+  return {**annotation(best[1], quads['test']), 'svm_setting': str(best[2])}
