@@ -12,10 +12,9 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
 
 from absl import app, flags, logging
-import numpy as np
 
 from wsabie_jax import evaluation, methods, workdir as workdir_lib
-from wsabie_jax.data import batching, dataset, load_splits
+from wsabie_jax.data import batching, load_splits
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _SPLIT = flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Which split to score.')
@@ -30,8 +29,7 @@ def main(argv):
   vocab = workdir_lib.load_vocabulary(_WORKDIR.value)
   embed, labels_YxD = workdir_lib.load_scorer(_WORKDIR.value, config, vocab)
   split = test if _SPLIT.value == 'test' else valid
-  if trainset.num_seen_labels is not None:  # zero-shot hold-out: the seen labels' ranking
-    split = dataset.select_labels(split, np.arange(trainset.num_seen_labels))
+  split = methods.seen_labels_only(split, trainset)
   padded = batching.pad_images(split)
   kw = dict(methods.eval_kwargs(config, trainset), label_parents=split.label_parents)
   result = evaluation.evaluate_ranking(embed, labels_YxD, padded, **kw)

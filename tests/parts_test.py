@@ -95,18 +95,25 @@ def test_training_ranks_true_pairs_higher():
   assert last['annot_p@1'] > 0.9
 
 
-def test_parts_method_trains_through_the_loop(tmp_path):
-  """The proxy data from WordNet-mode synthetic images, trained and scored by the loop."""
+def _small_parts_config(arg: str):
+  """configs/parts_synthetic.py:<arg>,small with small evaluation sets (skips without WordNet)."""
   import pytest
   from configs import parts_synthetic
-  from wsabie_jax import train, wordnet
+  from wsabie_jax import wordnet
   try:
     wordnet.load()
   except wordnet.WordNetMissing as e:
     pytest.skip(str(e))
-  c = parts_synthetic.get_config('unshared,i,small')
-  c.train.update(max_steps=60, eval_every_steps=30)
+  c = parts_synthetic.get_config(arg + ',small')
   c.parts.update(num_valid=100, num_test=200)
+  return c
+
+
+def test_parts_method_trains_through_the_loop(tmp_path):
+  """The proxy data from WordNet-mode synthetic images, trained and scored by the loop."""
+  from wsabie_jax import train
+  c = _small_parts_config('unshared,i')
+  c.train.update(max_steps=60, eval_every_steps=30)
   m = train.train_and_evaluate(c, tmp_path)
   assert m['relations'] > 30 and m['unseen_relations'] > 0 and m['test_quadruplets'] == 200
   for key in ('annot_p@1', 'iw_pair_map', 'i_pair_map', 'io_pair_map', 'iw_triplet_p@1',
@@ -117,14 +124,6 @@ def test_parts_method_trains_through_the_loop(tmp_path):
 
 
 def test_svm_baseline_row(tmp_path):
-  import pytest
-  from configs import parts_synthetic
-  from wsabie_jax import parts_run, wordnet
-  try:
-    wordnet.load()
-  except wordnet.WordNetMissing as e:
-    pytest.skip(str(e))
-  c = parts_synthetic.get_config('shared,iw,small')
-  c.parts.update(num_valid=100, num_test=200)
-  m = parts_run.svm_baseline(c, grid=((0.1, 1), (1.0, 1)))
+  from wsabie_jax import parts_run
+  m = parts_run.svm_baseline(_small_parts_config('shared,iw'), grid=((0.1, 1), (1.0, 1)))
   assert 0 < m['svm_annot_p@1'] <= 1 and m['svm_setting'] in ('(0.1, 1)', '(1.0, 1)')

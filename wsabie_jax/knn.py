@@ -103,6 +103,7 @@ class RandomProjectionTree:
   def scores(self, num_labels: int, k: int = 20, chunk: int = 1024):
     """score_fn by exact k-NN within each query's leaf (≈ n / 2^depth points)."""
     t = self.train
+    pos_NxP = jnp.asarray(t.pos_nxP)
 
     def score(idx, val):
       idx, val = np.asarray(idx), np.asarray(val)
@@ -115,6 +116,6 @@ class RandomProjectionTree:
         s, i = neighbours(jnp.asarray(idx[q]), jnp.asarray(val[q]), jnp.asarray(t.feat_idx_nxF[rows]),
                           jnp.asarray(t.feat_val_nxF[rows]), k=min(k, len(rows)),
                           num_features=self.num_features, chunk=min(chunk, len(rows)))
-        out[q] = np.asarray(vote(s, jnp.asarray(rows)[i], jnp.asarray(t.pos_nxP), num_labels))
+        out[q] = np.asarray(vote(s, jnp.asarray(rows)[i], pos_NxP, num_labels))
       return jnp.asarray(out)
     return score

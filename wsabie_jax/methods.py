@@ -62,6 +62,13 @@ def vocabulary(ds) -> dict:
           'num_seen_labels': ds.num_seen_labels}
 
 
+def seen_labels_only(ds: SparseDataset, train: SparseDataset) -> SparseDataset:
+  """`ds` ranked over the labels training saw (all of them without a zero-shot hold-out)."""
+  if train.num_seen_labels is None:
+    return ds
+  return dataset.select_labels(ds, np.arange(train.num_seen_labels))
+
+
 def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> Method:
   """validate/test for methods that rank labels for images (WSABIE, skip-gram):
   exact metrics over all labels (seen labels only under a zero-shot hold-out),
@@ -78,8 +85,7 @@ def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> M
             **on_validation(state)}
 
   def test_fn(state, workdir) -> dict:
-    seen = test if train.num_seen_labels is None else dataset.select_labels(
-        test, np.arange(train.num_seen_labels))
+    seen = seen_labels_only(test, train)
     padded = batching.pad_images(seen)
     kw = dict(ev, label_parents=seen.label_parents)
     result = evaluation.evaluate_ranking(*scorer(state), padded, **kw)

@@ -30,14 +30,12 @@ def pair_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK, chunk: int = 6
   """Exact rank of (lo, lp) among the K² pairs, per quadruplet."""
   K = a_BxK.shape[1]
   num_chunks = -(-K // chunk)
-  pad = num_chunks * chunk - K
   rows = jnp.arange(num_chunks * chunk).reshape(num_chunks, chunk)
   rows_valid = rows < K
   rows = jnp.minimum(rows, K - 1)
   B = a_BxK.shape[0]
   true_B = (a_BxK[jnp.arange(B), lo_B] + b_BxK[jnp.arange(B), lp_B]
             + beta * jnp.sum(W_KxD[lo_B] * W_KxD[lp_B], -1) + offset_KxK[lo_B, lp_B])
-  del pad
 
   def count(total_B, xs):
     rows_C, valid_C = xs

@@ -45,6 +45,13 @@ def proxy_data(config: ml_collections.ConfigDict) -> proxy.ProxyData:
                      seed=config.data.split_seed, unseen_fraction=config.parts.unseen_fraction)
 
 
+def fixed_quadruplets(config: ml_collections.ConfigDict, data: proxy.ProxyData, split: str) -> dict:
+  """The split's fixed evaluation set (config.parts.num_valid / num_test quadruplets)."""
+  salt = {'valid': 1, 'test': 2}[split]
+  return proxy.QuadrupletStream(data.splits[split], data.relations_Rx2, config.parts[f'num_{split}'],
+                                config.seed + salt).batch(0)
+
+
 def method(config: ml_collections.ConfigDict, mesh) -> methods.Method:
   if mesh.devices.size > 1:
     log.info('method=parts runs on one device')
@@ -52,10 +59,8 @@ def method(config: ml_collections.ConfigDict, mesh) -> methods.Method:
   train = data.splits['train']
   cfg = parts_config(config, train.num_labels)
   stream = proxy.QuadrupletStream(train, data.seen_Rx2, config.train.batch_size, config.seed)
-  fixed = lambda split, n, salt: proxy.QuadrupletStream(
-      data.splits[split], data.relations_Rx2, n, config.seed + salt).batch(0)
-  valid_quads = fixed('valid', config.parts.num_valid, 1)
-  test_quads = fixed('test', config.parts.num_test, 2)
+  valid_quads = fixed_quadruplets(config, data, 'valid')
+  test_quads = fixed_quadruplets(config, data, 'test')
   tables = lambda state: (state.params.V_dxD, state.params.W_KxD,
                           parts.image_table(cfg, state.params))
 
@@ -109,9 +114,7 @@ def svm_baseline(config: ml_collections.ConfigDict, grid=((0.01, 5), (0.1, 5), (
   import jax.numpy as jnp
   from wsabie_jax import baselines
   data = proxy_data(config)
-  quads = {split: proxy.QuadrupletStream(data.splits[split], data.relations_Rx2,
-                                         config.parts[f'num_{split}'], config.seed + salt).batch(0)
-           for split, salt in (('valid', 1), ('test', 2))}
+  quads = {split: fixed_quadruplets(config, data, split) for split in ('valid', 'test')}
 
   def annotation(W_dxY, q) -> dict:
     score = baselines.linear_scores(W_dxY)

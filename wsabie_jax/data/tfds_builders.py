@@ -27,7 +27,28 @@ def _features():
       'image': tfds.features.Text()})
 
 
-class LearIccv09(tfds.core.GeneratorBasedBuilder):
+class _SparseImages:
+  """What both builders share: the features, the metadata, one example per image."""
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    return tfds.core.DatasetInfo(builder=self, features=_features(),
+                                 metadata=tfds.core.MetadataDict(),
+                                 disable_shuffling=True)  # the files' image order
+
+  def _splits(self, splits: dict, image_names: dict | None = None) -> dict:
+    """Generators for {split: SparseDataset}; label names and feature count into the metadata."""
+    self.info.metadata.update(label_names=splits['train'].label_names,
+                              num_features=splits['train'].num_features)
+    names = image_names or {s: [str(i) for i in range(ds.num_images)] for s, ds in splits.items()}
+    return {s: self._generate_examples(ds, names[s]) for s, ds in splits.items()}
+
+  def _generate_examples(self, ds: SparseDataset, image_names):
+    for i in range(ds.num_images):
+      idx, val = ds.features(i)
+      yield i, {'feat_idx': idx, 'feat_val': val, 'labels': ds.labels(i), 'image': image_names[i]}
+
+
+class LearIccv09(_SparseImages, tfds.core.GeneratorBasedBuilder):
   """LEAR iccv09 (Guillaumin et al. 2009): Corel5k, ESP-game, IAPR-TC12."""
 
   VERSION = tfds.core.Version('1.0.0')
@@ -38,24 +59,12 @@ class LearIccv09(tfds.core.GeneratorBasedBuilder):
       '(<name>_{train,test}_DenseSiftV3H1.hvecs, …_Gist.fvec, …_HsvV3H1.hvecs32, …).')
   features_used = lear.DEFAULT_FEATURES
 
-  def _info(self) -> tfds.core.DatasetInfo:
-    return tfds.core.DatasetInfo(builder=self, features=_features(),
-                                 metadata=tfds.core.MetadataDict(),
-                                 disable_shuffling=True)  # the files' image order
-
   def _split_generators(self, dl_manager):
     root = dl_manager.manual_dir
     splits = {s: lear.read_split(root, self.builder_config.name, s, self.features_used,
                                  skip_empty=False) for s in ('train', 'test')}
-    self.info.metadata.update(label_names=splits['train'].label_names,
-                              num_features=splits['train'].num_features)
     names = {s: lear._lines(root / f'{self.builder_config.name}_{s}_list.txt') for s in splits}
-    return {s: self._generate_examples(ds, names[s]) for s, ds in splits.items()}
-
-  def _generate_examples(self, ds: SparseDataset, image_names):
-    for i in range(ds.num_images):
-      idx, val = ds.features(i)
-      yield i, {'feat_idx': idx, 'feat_val': val, 'labels': ds.labels(i), 'image': image_names[i]}
+    return self._splits(splits, names)
 
 
 class MulanConfig(tfds.core.BuilderConfig):
@@ -64,17 +73,13 @@ class MulanConfig(tfds.core.BuilderConfig):
     self.stem = stem  # the files' common prefix: <stem>-train*.arff, <stem>-test*.arff, <stem>.xml
 
 
-class Mulan(tfds.core.GeneratorBasedBuilder):
+class Mulan(_SparseImages, tfds.core.GeneratorBasedBuilder):
   """A Mulan multi-label data set (ARFF + label XML), e.g. Corel5k (Duygulu et al. 2002)."""
 
   VERSION = tfds.core.Version('1.0.0')
   BUILDER_CONFIGS = [MulanConfig(name='corel5k', stem='Corel5k')]
   MANUAL_DOWNLOAD_INSTRUCTIONS = ('Place <Name>-train.arff (or -train-sparse.arff), '
                                   '<Name>-test.arff and <Name>.xml in manual_dir.')
-
-  def _info(self) -> tfds.core.DatasetInfo:
-    return tfds.core.DatasetInfo(builder=self, features=_features(),
-                                 metadata=tfds.core.MetadataDict(), disable_shuffling=True)
 
   def _split_generators(self, dl_manager):
     root, stem = dl_manager.manual_dir, self.builder_config.stem
@@ -85,14 +90,7 @@ class Mulan(tfds.core.GeneratorBasedBuilder):
       if not found:
         raise FileNotFoundError(f'{root}: no {stem}-{split}*.arff ({self.MANUAL_DOWNLOAD_INSTRUCTIONS})')
       splits[split] = mulan.read_arff(found[0], labels, skip_empty=False)
-    self.info.metadata.update(label_names=splits['train'].label_names,
-                              num_features=splits['train'].num_features)
-    return {s: self._generate_examples(ds) for s, ds in splits.items()}
-
-  def _generate_examples(self, ds: SparseDataset):
-    for i in range(ds.num_images):
-      idx, val = ds.features(i)
-      yield i, {'feat_idx': idx, 'feat_val': val, 'labels': ds.labels(i), 'image': str(i)}
+    return self._splits(splits)
 
 
 BUILDERS = {'lear_iccv09': LearIccv09, 'mulan': Mulan}
