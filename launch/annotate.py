@@ -1,12 +1,15 @@
 """Prints the top-k label names for each example of a data file.
 
   python launch/annotate.py --workdir=/tmp/run --input=FILE [--k=10]
+  python launch/annotate.py --workdir=/tmp/run --images=photo.png,folder/  # featurised runs
 
 With --all_words (skip-gram workdirs) every word of the word table is ranked,
 words never seen in training included (placed by the OOV pass). FILE is in
 the training data's format: a Mulan .arff (labels XML from the
 run's config) or a libsvm/XMC text file; its labels, if any, are shown as
 `true:` for comparison, and examples without labels are annotated too.
+--images (runs on a folder featurised by launch/featurize.py) takes image
+files and folders and featurises them with the run's codebook first.
 """
 import json
 import pathlib
@@ -20,10 +23,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax import metrics, workdir as workdir_lib
-from wsabie_jax.data import SparseDataset, batching, libsvm, mulan, preprocess
+from wsabie_jax import visual_terms
+from wsabie_jax.data import SparseDataset, batching, dataset, image_folder, libsvm, mulan, preprocess
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
-_INPUT = flags.DEFINE_string('input', None, 'Data file to annotate.', required=True)
+_INPUT = flags.DEFINE_string('input', None, 'Data file to annotate.')
+_IMAGES = flags.DEFINE_string('images', None, 'Image files or folders (comma-separated) to '
+                              'annotate; the run must be on featurised images.')
 _K = flags.DEFINE_integer('k', 10, 'How many labels to print per example.')
 _ALL_WORDS = flags.DEFINE_bool('all_words', False,
                                'Skip-gram workdirs: rank every word of the word table after the '
@@ -40,15 +46,40 @@ def read_input(path: str, config, vocab: dict) -> SparseDataset:
   return preprocess(ds, config.data)
 
 
+def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str]]:
+  """Image files → bags of visual terms with the codebook the run was trained on."""
+  if not config.data.get('featurized_dir'):
+    raise SystemExit('--images needs a run on featurised images (configs/wsabie_folder.py)')
+  entries, dropped = image_folder.screen_images([(p, []) for p in image_folder.image_paths(spec)], '',
+                                                image_folder.FeaturizeSettings.max_pixels,
+                                                drop_duplicates=False)
+  for path, why in dropped.items():
+    print(f'{path}: skipped ({why})', file=sys.stderr)
+  paths = [p for p, _ in entries]
+  if not paths:
+    raise SystemExit(f'no images to annotate in {spec}')
+  featurizer, codebook = image_folder.load_featurizer(config.data.featurized_dir)
+  rows = visual_terms.histograms(featurizer.codes(paths, codebook))
+  ds = dataset.from_lists(rows, [np.zeros(0, np.int64)] * len(rows), len(codebook),
+                          vocab['label_names'])
+  return preprocess(ds, config.data), paths
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   config = workdir_lib.load_config(_WORKDIR.value)
   vocab = workdir_lib.load_vocabulary(_WORKDIR.value)
   embed, labels_YxD = workdir_lib.load_scorer(_WORKDIR.value, config, vocab)
-  ds = read_input(_INPUT.value, config, vocab)
+  if (_INPUT.value is None) == (_IMAGES.value is None):
+    raise SystemExit('give exactly one of --input (a data file) and --images')
+  if _IMAGES.value:
+    ds, titles = read_images(_IMAGES.value, config, vocab)
+  else:
+    ds, titles = read_input(_INPUT.value, config, vocab), None
   if ds.num_features != vocab['num_features']:
-    raise SystemExit(f'{_INPUT.value}: {ds.num_features} features, the model has {vocab["num_features"]}')
+    raise SystemExit(f'{_INPUT.value or _IMAGES.value}: {ds.num_features} features, '
+                     f'the model has {vocab["num_features"]}')
   names = vocab['label_names'][:labels_YxD.shape[0]]
   if _ALL_WORDS.value:  # open vocabulary (paper 004 §2.1): tags, held-out labels, text-only words
     words = pathlib.Path(_WORKDIR.value) / 'words.npy'
@@ -66,7 +97,8 @@ def main(argv):
     for row in range(real):
       predicted = ', '.join(f'{names[i]} ({s:.2f})' for i, s in zip(top[row], scores[row]))
       truth = ', '.join(names[i] for i in ds.labels(example))
-      print(f'{example}: {predicted}' + (f'   [true: {truth}]' if truth else ''))
+      title = titles[example] if titles else example
+      print(f'{title}: {predicted}' + (f'   [true: {truth}]' if truth else ''))
       example += 1
 
 

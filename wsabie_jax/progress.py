@@ -8,8 +8,9 @@ import time
 class Progress:
 
   def __init__(self, total_steps: int, examples_per_step: int, stream=sys.stderr,
-               every_seconds: float = 10.0):
+               every_seconds: float = 10.0, unit: str = 'ex', step_name: str = 'step'):
     self.total, self.per_step, self.stream = total_steps, examples_per_step, stream
+    self.unit, self.step_name = unit, step_name
     self.tty = stream.isatty()
     self.every = 0.2 if self.tty else every_seconds
     self.start = self.last_print = time.perf_counter()
@@ -28,7 +29,7 @@ class Progress:
     bar = '#' * int(20 * frac) + '.' * (20 - int(20 * frac))
     eta = (self.total - step) * self.per_step / max(rate, 1e-9)
     extra = ' '.join(f'{k} {v:.4g}' for k, v in scalars.items())
-    line = (f'step {step}/{self.total} [{bar}] {100 * frac:3.0f}% {rate:,.0f} ex/s '
+    line = (f'{self.step_name} {step}/{self.total} [{bar}] {100 * frac:3.0f}% {rate:,.0f} {self.unit}/s '
             f'eta {int(eta) // 60}:{int(eta) % 60:02d} {extra}')
     self.stream.write(('\r' + line + '\x1b[K') if self.tty else line + '\n')
     self.stream.flush()

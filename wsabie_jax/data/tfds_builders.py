@@ -4,6 +4,10 @@
               annotations (data/lear.py for the file formats).
   Mulan       configs named after Mulan data sets (corel5k, …): <Name>-train*.arff,
               <Name>-test*.arff and <Name>.xml (data/mulan.py).
+  NusWide     configs tags1k / concepts81: the release's low-level features and
+              tag / concept matrices (data/nuswide.py).
+  OpenImages  image-level label CSVs joined to a features file of the user's
+              (data/openimages.py); splits train, validation, test.
 
 Each example is one image: `feat_idx`, `feat_val` (its sparse bag), `labels`
 (label ids) and `image` (its name); the label names and the feature count
@@ -15,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow_datasets as tfds
 
-from wsabie_jax.data import lear, mulan
+from wsabie_jax.data import lear, mulan, nuswide, openimages
 from wsabie_jax.data.dataset import SparseDataset, from_lists
 
 
@@ -38,7 +42,7 @@ class _SparseImages:
   def _splits(self, splits: dict, image_names: dict | None = None) -> dict:
     """Generators for {split: SparseDataset}; label names and feature count into the metadata."""
     self.info.metadata.update(label_names=splits['train'].label_names,
-                              num_features=splits['train'].num_features)
+                              num_features=int(splits['train'].num_features))
     names = image_names or {s: [str(i) for i in range(ds.num_images)] for s, ds in splits.items()}
     return {s: self._generate_examples(ds, names[s]) for s, ds in splits.items()}
 
@@ -93,7 +97,41 @@ class Mulan(_SparseImages, tfds.core.GeneratorBasedBuilder):
     return self._splits(splits)
 
 
-BUILDERS = {'lear_iccv09': LearIccv09, 'mulan': Mulan}
+class NusWide(_SparseImages, tfds.core.GeneratorBasedBuilder):
+  """NUS-WIDE (Chua et al. 2009): 269,648 Flickr images, 1,000 tags or 81 concepts."""
+
+  VERSION = tfds.core.Version('1.0.0')
+  BUILDER_CONFIGS = [tfds.core.BuilderConfig(name=n) for n in nuswide.LABELS]
+  MANUAL_DOWNLOAD_INSTRUCTIONS = (
+      'Unpack the NUS-WIDE release into manual_dir: ImageList (Imagelist.txt, '
+      'TrainImagelist.txt, TestImagelist.txt), Low_Level_Features (Normalized_*.dat, '
+      'BoW_int.dat), NUS_WID_Tags (TagList1k.txt, AllTags1k.txt) and, for concepts81, '
+      'ConceptsList/Concepts81.txt and Groundtruth/AllLabels/Labels_<concept>.txt.')
+  features_used = nuswide.FEATURES
+
+  def _split_generators(self, dl_manager):
+    root = dl_manager.manual_dir
+    splits = nuswide.read_splits(root, self.builder_config.name, self.features_used)
+    return self._splits(splits, nuswide.image_names(root))
+
+
+class OpenImages(_SparseImages, tfds.core.GeneratorBasedBuilder):
+  """Open Images V4–V7 image-level labels joined to the user's features."""
+
+  VERSION = tfds.core.Version('1.0.0')
+  MANUAL_DOWNLOAD_INSTRUCTIONS = (
+      'Place in manual_dir the class descriptions CSV (oidv7-class-descriptions.csv or '
+      'class-descriptions.csv), <split>-annotations-human-imagelabels.csv and '
+      '<split>-features.txt ("ImageID idx:value ...") or <split>-features.npz '
+      '(image_ids, features) for split in train, validation, test.')
+
+  def _split_generators(self, dl_manager):
+    splits, image_ids = openimages.read_splits(dl_manager.manual_dir)
+    return self._splits(splits, image_ids)
+
+
+BUILDERS = {'lear_iccv09': LearIccv09, 'mulan': Mulan, 'nus_wide': NusWide,
+            'open_images': OpenImages}
 
 
 def prepare(name: str, data_dir, manual_dir=None):
