@@ -3,7 +3,8 @@
   python launch/train.py --config=configs/wsabie_lear.py:corel5k --workdir=W \
       --config.data.manual_dir=/path/to/iccv09_files
 
-The argument names the data set (corel5k, espgame, iaprtc12). The first run
+The argument names the data set (corel5k, espgame, iaprtc12), optionally with
+the folder of its files: `espgame,/path/to/iccv09_files`. The first run
 prepares the tfds data set (wsabie_jax/data/tfds_builders.py, ArrayRecord)
 under data.data_dir from the files in data.manual_dir — nothing is
 downloaded; later runs read the prepared copy. Features: the eight V3H1 /
@@ -19,6 +20,7 @@ from configs import wsabie_corel5k
 
 
 def get_config(arg: str = 'corel5k') -> ml_collections.ConfigDict:
+  arg, _, manual_dir = arg.partition(',')
   if arg not in ('corel5k', 'espgame', 'iaprtc12'):
     raise ValueError(f'unknown data set {arg!r} (expected corel5k, espgame or iaprtc12)')
   c = wsabie_corel5k.get_config()
@@ -27,6 +29,6 @@ def get_config(arg: str = 'corel5k') -> ml_collections.ConfigDict:
   c.data.kind = 'tfds'
   c.data.tfds_name = f'lear_iccv09/{arg}'
   c.data.data_dir = os.path.expanduser('~/tensorflow_datasets')
-  c.data.manual_dir = ''
+  c.data.manual_dir = manual_dir
   c.data.bias_feature = 1.0
   return c

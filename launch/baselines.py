@@ -18,11 +18,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 
 from absl import app, flags, logging
 
-from configs import wsabie_corel5k, wsabie_synthetic
+import configs
 from wsabie_jax import baselines, ensemble, evaluation, knn, train, workdir as workdir_lib
 from wsabie_jax.data import batching, load_splits
 
-_DATA = flags.DEFINE_enum('data', 'corel5k', ['corel5k', 'synthetic'], 'Which data set.')
+_DATA = flags.DEFINE_string('data', 'corel5k', 'corel5k, synthetic or a config file with its '
+                            'argument (configs/wsabie_lear.py:espgame) for the 000-x tables.')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Where the runs and the table go.', required=True)
 _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')
 _DIMS = flags.DEFINE_list('dims', ['32', '64', '128'], 'Embedding sizes of the ensemble members.')
@@ -33,8 +34,7 @@ PAPER = ('Paper 000 Table 2 (ImageNet p@1 p@10 psib@10 MAP, %): Approx. k-NN 1.5
 
 
 def _config(dim=None):
-  base = wsabie_corel5k if _DATA.value == 'corel5k' else wsabie_synthetic
-  c = base.get_config('small' if _SMALL.value else None)
+  c = configs.base_config(_DATA.value, _SMALL.value)
   if dim:
     c.model.dim = dim
   return c

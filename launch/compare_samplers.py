@@ -36,18 +36,24 @@ def _fmt_time(t: float) -> str:
   return '—' if math.isinf(t) else f'{t:.1f}'
 
 
+def _fmt_speedup(s: dict, which: str) -> str:
+  # A row that never reaches WARP's level is fast only to a worse model: its
+  # speed-ups say nothing (the own-target one would read as a huge win).
+  return '—' if math.isinf(s['time_to_reference']) else f"{s[which]:.2f}×"
+
+
 def _table(data: str, speed: dict, tests: dict, rates: dict) -> str:
   lines = [f'Data: {data}. Time: seconds in training steps until validation p@5 first reaches 95% '
            'of the run\'s own best / of uniform WARP\'s best; speed-up = uniform WARP\'s time to its '
-           'own 95% over the row\'s.', PAPER, '',
+           'own 95% over the row\'s ("—": the row never reaches WARP\'s 95%).', PAPER, '',
            '| row | valid p@5 best | s to 95% own | s to 95% WARP | speed-up (own) | '
            'speed-up (WARP target) | pairs/s | test p@5 | test r@5 | test MAP | test AUC |',
            '|---|---|---|---|---|---|---|---|---|---|---|']
   for row, s in speed.items():
     t = tests[row]
     lines.append(f"| {row} | {s['best']:.4f} | {_fmt_time(s['time_to_own'])} | "
-                 f"{_fmt_time(s['time_to_reference'])} | {s['speedup_own']:.2f}× | "
-                 f"{s['speedup_reference']:.2f}× | {rates[row]:,.0f} | {t['p@5']:.4f} | "
+                 f"{_fmt_time(s['time_to_reference'])} | {_fmt_speedup(s, 'speedup_own')} | "
+                 f"{_fmt_speedup(s, 'speedup_reference')} | {rates[row]:,.0f} | {t['p@5']:.4f} | "
                  f"{t['r@5']:.4f} | {t['map']:.4f} | {t['auc']:.4f} |")
   return '\n'.join(lines) + '\n'
 

@@ -7,8 +7,12 @@ have their own scripts, which this one runs: 000-2 and 000-7
 (launch/baselines.py), 002-3 and 002-5 (launch/compare_parts.py), 003-2 and
 003-4 (launch/compare_samplers.py), 004-1 (launch/benchmark.py
 --suite=skipgram_epoch), 004-3 (launch/compare_skipgram.py). On this machine
-they run on the synthetic data and Corel5k; `--data` picks which where a
-table allows both. Writes <workdir>/<table>.md.
+they run on the synthetic data and Corel5k; for the 000-x tables `--data`
+picks which, or names a config file and its argument so that the same command
+runs them on the papers' real data: `--data=configs/wsabie_lear.py:espgame,DIR`
+(LEAR's iccv09 files in DIR, prepared through tfds) or
+`--data=configs/wsabie_folder.py:DATA_DIR` (a featurised folder of images).
+Writes <workdir>/<table>.md.
 """
 import os
 import pathlib
@@ -20,13 +24,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 
 from absl import app, flags, logging
 
-from configs import wsabie_corel5k, wsabie_synthetic
+import configs
 from wsabie_jax import train
 
 TABLES = ('000-2', '000-4', '000-5', '000-7', '002-3', '002-5', '003-2', '003-4', '004-1', '004-3')
 _TABLE = flags.DEFINE_enum('table', None, TABLES, 'Paper-table, e.g. 000-4.', required=True)
 _WORKDIR = flags.DEFINE_string('workdir', 'workdirs/reproduce', 'Where runs and tables go.')
-_DATA = flags.DEFINE_enum('data', 'corel5k', ['corel5k', 'synthetic'], 'Data for 000-x tables.')
+_DATA = flags.DEFINE_string('data', 'corel5k', 'corel5k, synthetic or a config file with its '
+                            'argument (configs/wsabie_lear.py:espgame) for the 000-x tables.')
 _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')
 
 PAPER = {
@@ -45,9 +50,14 @@ DELEGATED = {
 }
 
 
+DATA_OF = {'002-3': 'synthetic, WordNet mode (proxy images of objects and parts)',
+           '002-5': 'synthetic, WordNet mode (proxy images of objects and parts)',
+           '003-2': 'synthetic', '003-4': 'corel5k',
+           '004-1': 'synthetic (timing only)', '004-3': 'synthetic with noisy word vectors'}
+
+
 def _config(**overrides):
-  base = wsabie_corel5k if _DATA.value == 'corel5k' else wsabie_synthetic
-  c = base.get_config('small' if _SMALL.value else None)
+  c = configs.base_config(_DATA.value, _SMALL.value)
   for path, value in overrides.items():
     section, field = path.split('.')
     c[section][field] = value
@@ -74,7 +84,8 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   table, workdir = _TABLE.value, pathlib.Path(_WORKDIR.value)
   workdir.mkdir(parents=True, exist_ok=True)
-  header = [f'Table {table}; our data: {_DATA.value}{" (small)" if _SMALL.value else ""}, test split.']
+  data = _DATA.value if table in ('000-2', '000-4', '000-5', '000-7') else DATA_OF[table]
+  header = [f'Table {table}; our data: {data}{" (small)" if _SMALL.value else ""}, test split.']
   if table == '000-4':
     dims = (16, 32) if _SMALL.value else (32, 64, 128, 256)
     lines = header + [PAPER[table], ''] + _runs(workdir / table, {f'D={d}': {'model.dim': d}
@@ -88,7 +99,10 @@ def main(argv):
     if table != '004-1':
       command = command + [f'--workdir={workdir / table}']
       if table in ('000-2', '000-7'):
-        command.append(f'--data={_DATA.value}')
+        data_arg = _DATA.value
+        if '.py' in data_arg:  # the subprocess runs from the repository root
+          data_arg = os.path.abspath(data_arg)
+        command.append(f'--data={data_arg}')
     if _SMALL.value:
       command.append('--small')
     root = pathlib.Path(__file__).resolve().parents[1]

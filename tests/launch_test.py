@@ -139,3 +139,12 @@ def test_reproduce_writes_the_table_beside_the_paper(tmp_path):
              f'--workdir={tmp_path}')
   table = (tmp_path / '000-4.md').read_text()
   assert table in out and 'Paper 000 Table 4' in table and '| D=16 |' in table and '| D=32 |' in table
+
+
+def test_base_config_names_real_data_configs():
+  import configs
+  c = configs.base_config(os.path.join(ROOT, 'configs/wsabie_lear.py') + ':espgame,/data/iccv09')
+  assert (c.data.tfds_name, c.data.manual_dir) == ('lear_iccv09/espgame', '/data/iccv09')
+  assert configs.base_config('synthetic', small=True).data.num_train == 4000
+  with pytest.raises(ValueError, match='expected corel5k, synthetic or configs/FILE.py'):
+    configs.base_config('imagenet')

@@ -93,6 +93,21 @@ def vocabulary(entries, min_tag_count: int) -> list[str]:
   return sorted(kept, key=lambda t: (-counts[t], t))
 
 
+def label_ids(entries, names: list[str]) -> list[tuple[str, list[int]]]:
+  """(path, sorted ids of its kept tags), images without a kept tag left out."""
+  ids = {t: i for i, t in enumerate(names)}
+  tagged = [(p, sorted(ids[t] for t in tags if t in ids)) for p, tags in entries]
+  return [(p, labels) for p, labels in tagged if labels]
+
+
+def split_test(rows: list, test_fraction: float, rng) -> dict[str, list]:
+  """A random `test_fraction` held out; both splits keep the listing's order."""
+  order = rng.permutation(len(rows))
+  num_test = int(round(test_fraction * len(rows)))
+  return {'test': [rows[i] for i in np.sort(order[:num_test])],
+          'train': [rows[i] for i in np.sort(order[num_test:])]}
+
+
 def load_images(paths, image_size: int, threads: int = 2) -> np.ndarray:
   """N×S×S×3 float32, decoded in threads (Pillow releases the GIL)."""
   def load(path):
@@ -179,14 +194,9 @@ def featurize(images_dir, tags_path, out_dir, grid: visual_terms.BlockGrid,
   if not names:
     raise DataError(tags_path, None, f'no tag is on {settings.min_tag_count} images or more '
                     '(lower --min_tag_count)')
-  ids = {t: i for i, t in enumerate(names)}
-  tagged = [(p, sorted(ids[t] for t in tags if t in ids)) for p, tags in entries]
-  tagged = [(p, labels) for p, labels in tagged if labels]
+  tagged = label_ids(entries, names)
   rng = np.random.default_rng(settings.seed)
-  order = rng.permutation(len(tagged))
-  num_test = int(round(settings.test_fraction * len(tagged)))
-  splits = {'test': [tagged[i] for i in np.sort(order[:num_test])],
-            'train': [tagged[i] for i in np.sort(order[num_test:])]}
+  splits = split_test(tagged, settings.test_fraction, rng)
   featurizer = Featurizer(grid, settings.batch_size)
   abs_paths = lambda rows: [str(pathlib.Path(images_dir) / p) for p, _ in rows]
   train_paths = abs_paths(splits['train'])
