@@ -60,7 +60,9 @@ class BlockGrid:
     for s in self.block_sizes:
       starts = np.arange(0, self.image_size - s + 1, s // 2)
       t, l = np.meshgrid(starts, starts, indexing='ij')
-      tops.append(t.ravel()), lefts.append(l.ravel()), sizes.append(np.full(t.size, s))
+      tops.append(t.ravel())
+      lefts.append(l.ravel())
+      sizes.append(np.full(t.size, s))
     return tuple(np.concatenate(a).astype(np.int32) for a in (tops, lefts, sizes))
 
   @property
