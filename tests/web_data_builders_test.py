@@ -59,10 +59,10 @@ def _check(ds, rows, X, Y, names):
 def test_nuswide_reader_joins_lists_features_and_labels(tmp_path):
   rows, X, tags, concepts = _nuswide_fixture(tmp_path)
   for kind, Y, names in (('tags1k', tags, TAGS), ('concepts81', concepts, CONCEPTS)):
-    splits = nuswide.read_splits(tmp_path, kind, FEATURES)
+    splits, image_names = nuswide.read_splits(tmp_path, kind, FEATURES)
     for split in ('train', 'test'):
       _check(splits[split], rows[split], X, Y, names)
-  assert nuswide.image_names(tmp_path)['test'][0] == 'beach/0001_1001.jpg'
+  assert image_names['test'][0] == 'beach/0001_1001.jpg'
 
 
 def test_nuswide_errors_name_the_file(tmp_path):

@@ -29,7 +29,8 @@ import jax
 import numpy as np
 
 from wsabie_jax import visual_terms
-from wsabie_jax.data.dataset import DataError
+from wsabie_jax.data import libsvm
+from wsabie_jax.data.dataset import DataError, from_lists
 
 
 def read_tags(tags_path, images_dir) -> list[tuple[str, list[str]]]:
@@ -156,16 +157,6 @@ def sample_descriptors(featurizer: Featurizer, paths, num_samples: int, rng, on_
   return points[rng.permutation(len(points))[:num_samples]]
 
 
-def write_libsvm(path, label_rows, codes_NxK, num_features: int, num_labels: int):
-  """With the XMC header line, so readers get d and Y even when the split
-  misses the last codewords or tags."""
-  with open(path, 'w', encoding='utf-8') as f:
-    f.write(f'{len(label_rows)} {num_features} {num_labels}\n')
-    for labels, (ids, counts) in zip(label_rows, visual_terms.histograms(codes_NxK)):
-      feats = ' '.join(f'{i}:{int(c)}' for i, c in zip(ids, counts))
-      f.write(f'{",".join(map(str, labels))} {feats}\n')
-
-
 @dataclasses.dataclass
 class FeaturizeSettings:
   codebook_size: int = 1000
@@ -213,8 +204,8 @@ def featurize(images_dir, tags_path, out_dir, grid: visual_terms.BlockGrid,
   for split, rows in splits.items():
     t = time.perf_counter()
     codes = featurizer.codes(abs_paths(rows), codebook, report(split, len(rows)))
-    write_libsvm(out / f'{split}.txt', [labels for _, labels in rows], codes,
-                 settings.codebook_size, len(names))
+    libsvm.write_libsvm(from_lists(visual_terms.histograms(codes), [l for _, l in rows],
+                                   settings.codebook_size, names), out / f'{split}.txt')
     (out / f'{split}_images.txt').write_text(''.join(p + '\n' for p, _ in rows), encoding='utf-8')
     seconds[split] = time.perf_counter() - t
   (out / 'labels.txt').write_text(''.join(n + '\n' for n in names), encoding='utf-8')

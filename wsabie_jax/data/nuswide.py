@@ -25,7 +25,7 @@ import pathlib
 
 import numpy as np
 
-from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists
+from wsabie_jax.data.dataset import DataError, from_lists
 
 FEATURES = ('Normalized_CH', 'Normalized_CM55', 'Normalized_CORR', 'Normalized_EDH',
             'Normalized_WT', 'BoW_int')
@@ -107,8 +107,9 @@ def read_labels(root, kind: str, rows, num_images: int) -> tuple[list[str], dict
   return names, mats
 
 
-def read_splits(root, labels: str = 'tags1k', features=FEATURES) -> dict[str, SparseDataset]:
-  """{'train', 'test'}: the chosen feature files side by side, stored sparse."""
+def read_splits(root, labels: str = 'tags1k', features=FEATURES):
+  """({'train', 'test'}: the chosen feature files side by side, stored sparse;
+  {split: image names in row order})."""
   everything, rows = split_rows(root)
   names, label_mats = read_labels(root, labels, rows, len(everything))
   blocks = {s: [] for s in SPLITS}
@@ -123,9 +124,4 @@ def read_splits(root, labels: str = 'tags1k', features=FEATURES) -> dict[str, Sp
     feats = [(np.flatnonzero(x), x[x != 0]) for x in X]
     out[split] = from_lists(feats, [np.flatnonzero(y > 0) for y in label_mats[split]], X.shape[1],
                             names)
-  return out
-
-
-def image_names(root) -> dict[str, list[str]]:
-  everything, rows = split_rows(root)
-  return {s: [everything[i] for i in r] for s, r in rows.items()}
+  return out, {s: [everything[i] for i in r] for s, r in rows.items()}

@@ -110,9 +110,9 @@ class NusWide(_SparseImages, tfds.core.GeneratorBasedBuilder):
   features_used = nuswide.FEATURES
 
   def _split_generators(self, dl_manager):
-    root = dl_manager.manual_dir
-    splits = nuswide.read_splits(root, self.builder_config.name, self.features_used)
-    return self._splits(splits, nuswide.image_names(root))
+    splits, image_names = nuswide.read_splits(dl_manager.manual_dir, self.builder_config.name,
+                                              self.features_used)
+    return self._splits(splits, image_names)
 
 
 class OpenImages(_SparseImages, tfds.core.GeneratorBasedBuilder):
