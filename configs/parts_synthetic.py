@@ -16,35 +16,27 @@ Data: 60,000 synthetic images whose labels are the 1,000 visual WordNet noun
 synsets with the most part-of links among them (799 relations; paper 002:
 1,000 synsets, 771 relations), a label's visual words shared with its is-a
 siblings; split 80/10/10 and paired through part-of into quadruplets (the
-part image never the object's). D = 64, γ = 100, α = 0.1, ‖W_i‖, ‖V_i‖ ≤ 1.
+part image never the object's). D = 64, γ = 100, α = 0.1, ‖W_i‖, ‖V_i‖ ≤ 1:
+methods/parts.py's defaults. `small`: 300 synsets, 6,000 images, 300 steps.
 """
 import ml_collections
 
-from configs import wsabie_synthetic
+from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.methods import parts
 
 
 def get_config(arg: str = 'shared,iw') -> ml_collections.ConfigDict:
-  sharing, selection, *rest = arg.split(',') + ['']
-  if sharing not in ('shared', 'unshared') or selection not in ('iw', 'i') or set(rest) - {'', 'small'}:
-    raise ValueError(f'config argument {arg!r}: expected "shared|unshared,iw|i[,small]"')
-  small = 'small' in rest
-  c = wsabie_synthetic.get_config('small' if small else None)
-  c.method = 'parts'
-  c.data.synthetic.update(vocabulary='wordnet', num_labels=300 if small else 1000,
-                          num_features=2000 if small else 5000, signal=0.5)
-  c.data.num_train, c.data.num_test = (6000, 1000) if small else (60_000, 0)
-  c.data.validation_fraction = 0.0   # the proxy builder splits the images itself
-  c.model = ml_collections.ConfigDict(dict(dim=64, max_norm=1.0, shared=sharing == 'shared',
-                                           alpha=0.1, score='dot'))
-  c.loss = ml_collections.ConfigDict(dict(num_draws=100, margin=1.0))  # γ
-  c.optim = ml_collections.ConfigDict(dict(kind='adagrad', learning_rate_V=0.05,
-                                           learning_rate_W=0.05, adagrad_init=0.1))
-  c.parts = ml_collections.ConfigDict(dict(
-      min_images=10, num_valid=500 if small else 2000, num_test=500 if small else 5000,
-      offset=100.0,  # λ of §6.5
-      unseen_fraction=0.1,  # relations kept out of training, in test (§6.5, Table 5)
-      nearest_queries=('toe.n.01', 'radio-phonograph.n.01', 'loudspeaker.n.01', 'car.n.01',
-                       'wheel.n.01')))
-  c.train.update(batch_size=256, max_steps=300 if small else 6000, eval_every_steps=100 if small else 500,
-                 checkpoint_every_steps=2000, patience=6, select_metric=f'{selection}_pair_map')
+  a = parse_arg(arg, choices={'sharing': ('shared', 'unshared'), 'selection': ('iw', 'i')},
+                flags=('small',), where='parts_synthetic.py')
+  data = None
+  if a['small']:
+    data = presets.synthetic_data(small=True, vocabulary='wordnet', num_labels=300,
+                                  num_features=2000, signal=0.5)
+    data.update(num_train=6000, num_test=1000)
+  c = parts.base_config(data)
+  c.model.shared = a['sharing'] == 'shared'
+  c.train.select_metric = f'{a["selection"]}_pair_map'
+  if a['small']:
+    c.proxy.update(num_valid=500, num_test=500)
+    c.train.update(max_steps=300, eval_every_steps=100)
   return c

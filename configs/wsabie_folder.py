@@ -13,19 +13,22 @@ import os
 
 import ml_collections
 
-from configs import wsabie_corel5k
+from wsabie_jax import config as config_lib
+from wsabie_jax.config import parse_arg, presets
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def get_config(data_dir: str | None = None) -> ml_collections.ConfigDict:
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  data_dir = parse_arg(arg, rest='data_dir', where='wsabie_folder.py')['data_dir']
   if not data_dir:
     raise ValueError('give the featurised folder: --config=configs/wsabie_folder.py:DATA_DIR')
-  c = wsabie_corel5k.get_config()
-  c.data.kind = 'libsvm'
-  c.data.train_path = os.path.join(data_dir, 'train.txt')
-  c.data.test_path = os.path.join(data_dir, 'test.txt')
-  c.data.labels_path = os.path.join(data_dir, 'labels.txt')
+  c = config_lib.load(os.path.join(_HERE, 'wsabie_corel5k.py'))
+  c.data = presets.file_data('libsvm', os.path.join(data_dir, 'train.txt'),
+                             os.path.join(data_dir, 'test.txt'),
+                             os.path.join(data_dir, 'labels.txt'), bias_feature=1.0,
+                             featurized_dir=data_dir)  # annotate.py --images uses its codebook
   if os.path.exists(c.data.labels_path):
     with open(c.data.labels_path, encoding='utf-8') as f:
       c.loss.num_draws = max(1, sum(1 for _ in f) - 1)  # K = Y − 1: Alg. 1's full budget
-  c.data.featurized_dir = data_dir  # launch/annotate.py --images featurises with its codebook
   return c

@@ -16,19 +16,17 @@ import os
 
 import ml_collections
 
-from configs import wsabie_corel5k
+from wsabie_jax import config as config_lib
+from wsabie_jax.config import parse_arg, presets
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def get_config(arg: str = 'corel5k') -> ml_collections.ConfigDict:
-  arg, _, manual_dir = arg.partition(',')
-  if arg not in ('corel5k', 'espgame', 'iaprtc12'):
-    raise ValueError(f'unknown data set {arg!r} (expected corel5k, espgame or iaprtc12)')
-  c = wsabie_corel5k.get_config()
-  for key in ('train_path', 'test_path', 'labels_path'):
-    del c.data[key]
-  c.data.kind = 'tfds'
-  c.data.tfds_name = f'lear_iccv09/{arg}'
-  c.data.data_dir = os.path.expanduser('~/tensorflow_datasets')
-  c.data.manual_dir = manual_dir
+  a = parse_arg(arg, choices={'data': ('corel5k', 'espgame', 'iaprtc12')}, rest='manual_dir',
+                where='wsabie_lear.py')
+  c = config_lib.load(os.path.join(_HERE, 'wsabie_corel5k.py'))
+  c.data = presets.tfds_data(f'lear_iccv09/{a["data"]}', os.path.expanduser('~/tensorflow_datasets'),
+                             a['manual_dir'])
   c.data.bias_feature = 1.0
   return c

@@ -10,37 +10,23 @@ images; D = 100, K = 100; one epoch. The model is (Y + d)·D floats = 44 MB.
 """
 import ml_collections
 
-from configs import wsabie_synthetic
+from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.methods import wsabie
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  c = wsabie_synthetic.get_config()
-  spec = c.data.synthetic
-  del c.data.synthetic, c.data.num_train, c.data.num_test
-  c.data.kind = 'shards'
-  c.data.shards_dir = '/tmp/wsabie_webscale_shards'
-  c.data.synthetic = spec
-  c.data.synthetic.num_labels = 100_000
-  c.data.synthetic.num_features = 10_000
-  c.data.synthetic.nnz = 480         # draws; ~245 distinct non-zeros per image
-  c.data.synthetic.signal = 0.35
-  c.data.num_train = 10_000_000
-  c.data.num_valid = 10_000
-  c.data.num_test = 10_000
-  c.data.shard_size = 250_000
+  small = parse_arg(arg, flags=('small',), where='wsabie_webscale.py')['small']
+  data = presets.synthetic_data(num_labels=1000 if small else 100_000, num_features=10_000,
+                                nnz=40 if small else 480,  # draws; ~245 distinct non-zeros
+                                signal=0.35)
+  data.update(kind='shards', shards_dir='/tmp/wsabie_webscale_small' if small
+              else '/tmp/wsabie_webscale_shards',
+              num_train=20_000 if small else 10_000_000, num_valid=500 if small else 10_000,
+              num_test=500 if small else 10_000, shard_size=3000 if small else 250_000)
+  c = wsabie.base_config(data)
   c.model.dim = 100
   c.loss.num_draws = 100
-  c.train.batch_size = 512
-  c.train.num_epochs = 1
-  c.train.eval_every_steps = 5000
-  c.train.checkpoint_every_steps = 5000
-  c.train.patience = 10**6
-  if arg == 'small':
-    c.data.shards_dir = '/tmp/wsabie_webscale_small'
-    c.data.synthetic.num_labels, c.data.synthetic.nnz = 1000, 40
-    c.data.num_train, c.data.num_valid, c.data.num_test, c.data.shard_size = 20_000, 500, 500, 3000
-    c.train.batch_size = 256
-    c.train.eval_every_steps = 40
-  elif arg:
-    raise ValueError(f'unknown config argument {arg!r} (expected "small")')
+  c.train.update(batch_size=256 if small else 512, num_epochs=1,
+                 eval_every_steps=40 if small else 5000, checkpoint_every_steps=5000,
+                 patience=10**6)
   return c

@@ -9,84 +9,19 @@ Labeling among all relation couples on test quadruplets of relations training
 never saw, with the WordNet-offset models), table.json, and the nearest
 labels of a few synsets in the Shared and Unshared spaces (Table 6).
 """
-import json
-import pathlib
-import shutil
-import sys
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
-
 from absl import app, flags, logging
 
-from configs import parts_synthetic
-from wsabie_jax import parts_run, train
+from wsabie_jax.experiments import paper002
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Where the runs and the tables go.', required=True)
 _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')
 _SVM = flags.DEFINE_bool('svm', True, 'Also the one-vs-rest linear (SVM-like) baseline row.')
 
-ROWS = (('Shared (IW)', 'shared,iw', 'iw'), ('UnShared (IW)', 'unshared,iw', 'iw'),
-        ('Shared (I)', 'shared,i', 'i'), ('UnShared (I)', 'unshared,i', 'i'))
-PAPER3 = {'Shared (IW)': '– / 11.48 3.40 0.1892 / 26.31 9.90 0.5545',
-          'UnShared (IW)': '– / 10.01 3.02 0.1669 / 33.13 9.62 0.5595',
-          'Shared (I)': '11.21 3.85 0.2021 / 5.13 1.84 0.0955 / 11.21 3.85 0.2021',
-          'UnShared (I)': '12.94 4.10 0.2219 / 6.08 2.11 0.1118 / 12.94 4.10 0.2219',
-          'SVM': '10.02 3.72 0.1864 / – / 10.02 3.72 0.1864'}
-
-
-def _cells(m: dict, task: str) -> str:
-  return f"{100 * m[f'{task}_p@1']:.2f} {100 * m[f'{task}_p@10']:.2f} {m[f'{task}_map']:.4f}"
-
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  workdir = pathlib.Path(_WORKDIR.value)
-  results = {}
-  for name, arg, scoring in ROWS:
-    run_dir = workdir / arg.replace(',', '_')
-    shutil.rmtree(run_dir, ignore_errors=True)
-    print(f'== {name}', flush=True)
-    results[name] = train.train_and_evaluate(
-        parts_synthetic.get_config(arg + (',small' if _SMALL.value else '')), run_dir)
-  any_run = next(iter(results.values()))
-  lines = [
-      f"WordNet-mode synthetic data: {any_run['relations']} part-of relations "
-      f"({any_run['unseen_relations']} kept out of training), {any_run['test_quadruplets']} test "
-      'quadruplets. p@1 and p@10 in %, MAP = mean 1/rank. Paper 002 Table 3 (ImageNet+WordNet) '
-      'in the last column.', '',
-      '| model | Image annotation p@1 p@10 MAP | Part-Object Labeling p@1 p@10 MAP | '
-      'Triplet p@1 p@10 MAP | paper (annot. / part-object / triplet) |', '|---|---|---|---|---|']
-  for name, _, scoring in ROWS:
-    m = results[name]
-    annot = _cells(m, 'annot') if scoring == 'i' else '–'
-    lines.append(f"| {name} | {annot} | {_cells(m, f'{scoring}_pair')} | "
-                 f"{_cells(m, f'{scoring}_triplet')} | {PAPER3[name]} |")
-  if _SVM.value:  # one-vs-rest linear classifiers: no f_L, so Triplet = annotation
-    results['SVM'] = parts_run.svm_baseline(
-        parts_synthetic.get_config(ROWS[0][1] + (',small' if _SMALL.value else '')))
-    svm = _cells(results['SVM'], 'svm_annot')
-    lines.append(f"| SVM (one-vs-rest, PA) | {svm} | – | {svm} | {PAPER3['SVM']} |")
-  lines += ['', 'Table 5 style: Part-Object Labeling among all relation couples, test quadruplets '
-            'of relations training never saw (all test quadruplets in brackets); (IO) = the Image '
-            'model plus λ = 100 on relations training saw. Paper 002 Table 5 (LHI, MAP): Shared (IW) '
-            '0.1005, UnShared (IW) 0.0670, Shared (IO) 0.0483, UnShared (IO) 0.0519.', '',
-            '| model | unseen p@1 | unseen p@10 | unseen MAP | (all MAP) |', '|---|---|---|---|---|']
-  for name, arg, scoring in ROWS[:2] + tuple((n.replace('(I)', '(IO)'), a, 'io') for n, a, _ in ROWS[2:]):
-    m = results[name.replace('(IO)', '(I)')]
-    key = f'{scoring}_couples'
-    lines.append(f"| {name} | {100 * m[f'unseen_{key}_p@1']:.2f} | {100 * m[f'unseen_{key}_p@10']:.2f} | "
-                 f"{m[f'unseen_{key}_map']:.4f} | ({m[f'{key}_map']:.4f}) |")
-  for name, arg, _ in ROWS[:2]:
-    near = workdir / arg.replace(',', '_') / 'nearest_labels.json'
-    if near.exists():
-      lines += ['', f'Nearest labels ({name}, Table 6 style):', '']
-      for table, rows in json.loads(near.read_text()).items():
-        lines += [f'- {table}: ' + '; '.join(f"{q} → {', '.join(v)}" for q, v in rows.items())]
-  text = '\n'.join(lines) + '\n'
-  (workdir / 'table.md').write_text(text)
-  (workdir / 'table.json').write_text(json.dumps(results, indent=2, sort_keys=True, default=str))
-  print(text)
+  paper002.run(_WORKDIR.value, _SMALL.value, _SVM.value)
 
 
 if __name__ == '__main__':

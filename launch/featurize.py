@@ -15,15 +15,14 @@ SVG's dc:subject (`apt-get install openclipart-svg openclipart-png`, then
 `python launch/openclipart_tags.py --out=tags.tsv`, images under
 /usr/share/openclipart/png).
 """
-import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
 
 from absl import app, flags, logging
 
-from wsabie_jax import progress as progress_lib, visual_terms
-from wsabie_jax.data import image_folder
+from wsabie_jax.training import progress as progress_lib
+from wsabie_jax.features import visual_terms
+from wsabie_jax.features import image_folder
 
 _IMAGES = flags.DEFINE_string('images', None, 'Folder the tags file paths are relative to.',
                               required=True)

@@ -5,10 +5,8 @@
 Then `launch/train.py` with the same config streams them (data.kind='shards').
 """
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
 
 from absl import app, flags
 from ml_collections import config_flags

@@ -10,13 +10,11 @@ path under --png_dir gives a line "path.png<TAB>keyword, keyword, ...".
 SVGs without keywords are listed with none (featurize.py drops them).
 """
 import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
 
 from absl import app, flags
 
-from wsabie_jax.data import image_folder
+from wsabie_jax.features import image_folder
 
 _SVG = flags.DEFINE_string('svg_dir', '/usr/share/openclipart/svg', 'openclipart-svg files.')
 _PNG = flags.DEFINE_string('png_dir', '/usr/share/openclipart/png', 'openclipart-png files.')

@@ -10,17 +10,14 @@ hosts, start one process per host with --coordinator_address=HOST:PORT
 """
 import json
 import logging as py_logging
-import sys
-import pathlib
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a clone
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 import jax
 
-from wsabie_jax import parallel, train
+from wsabie_jax.training import parallel
+from wsabie_jax.experiments import run
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config file.',
                                           lock_config=True)
@@ -39,7 +36,7 @@ def main(argv):
   py_logging.getLogger('wsabie_jax').setLevel(py_logging.INFO)
   if _COORDINATOR.value:
     parallel.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-  metrics = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   if jax.process_index() == 0:
     print(json.dumps(metrics, indent=2, sort_keys=True))
 

@@ -5,7 +5,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wsabie_jax import adaptive_sampler as vse, samplers, step as step_lib, warp
+from wsabie_jax.wsabie import adaptive_sampler as vse
+from wsabie_jax.core import samplers
+from tests import helpers
+from wsabie_jax.wsabie import step as step_lib
+from wsabie_jax.wsabie import warp
 from wsabie_jax.data import batching, synthetic
 
 
@@ -100,7 +104,7 @@ def test_importance_rank_estimate():
 
 
 def _adaptive_cfg(**kw):
-  return step_lib.StepConfig(**{**dict(num_labels=60, num_draws=20, sampler='adaptive',
+  return helpers.step_config(**{**dict(num_labels=60, dim=8, num_draws=20, sampler='adaptive',
                                        violators='all', rank_estimate='violator_count',
                                        rank_scale=0.05), **kw})
 
@@ -113,7 +117,7 @@ def test_positives_are_never_updated_as_negatives():
   batch = batching.PairStream(ds, batching.pad_images(ds), 64, 0).batch(0)
   for loss in ('warp', 'auc'):
     cfg = _adaptive_cfg(loss=loss)
-    state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg, 8)
+    state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
     # Make each image's positives its top-scoring labels: W_y += image for y ∈ P.
     image = np.asarray(step_lib.model.embed_images(state.params.V_dxD[batch['feat_idx_BxF']],
                                                    batch['feat_val_BxF']))
@@ -123,7 +127,7 @@ def test_positives_are_never_updated_as_negatives():
     params = state.params._replace(W_YxD=jnp.asarray(W))
     sampler = vse.refresh(params.W_YxD, 0)
     u = step_lib.draw_uniforms(cfg, jax.random.PRNGKey(1), jnp.asarray(batch['num_pos_B']))
-    negs = np.asarray(vse.draw(sampler, jnp.asarray(image), u, cfg.rank_scale))
+    negs = np.asarray(vse.draw(sampler, jnp.asarray(image), u, cfg.loss.rank_scale))
     hits = np.asarray(samplers.is_positive(jnp.asarray(negs), jnp.asarray(batch['pos_BxP'])))
     assert hits.mean() > 0.05  # the test is not vacuous
     grads, _ = step_lib.sampled_row_grads(cfg, params, jax.device_put(batch), u, sampler)
@@ -138,7 +142,7 @@ def test_refresh_happens_on_schedule_and_matches_W():
   ds = synthetic.generate(spec, 200)
   stream = batching.PairStream(ds, batching.pad_images(ds), 16, 0)
   cfg = _adaptive_cfg(refresh_every_pairs=3 * 16, learning_rate=0.5)  # every 3 steps
-  state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg, 8)
+  state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
   step = step_lib.make_train_step(cfg)
   W_before = {}
   for s in range(8):
@@ -154,8 +158,8 @@ def test_refresh_happens_on_schedule_and_matches_W():
 
 def test_bad_adaptive_configs_are_errors():
   with pytest.raises(ValueError, match="violators='all'"):
-    step_lib.StepConfig(num_labels=10, sampler='adaptive')
+    step_lib.LossConfig(sampler='adaptive')
   with pytest.raises(ValueError, match='exact'):
-    step_lib.StepConfig(num_labels=10, sampler='adaptive', loss='exact')
+    step_lib.LossConfig(sampler='adaptive', kind='exact')
   with pytest.raises(ValueError, match='rank_scale'):
     _adaptive_cfg(rank_scale=2.0)

@@ -3,7 +3,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wsabie_jax import baselines, ensemble, evaluation, knn, metrics
+from wsabie_jax.baselines import linear as baselines
+from wsabie_jax.baselines import ensemble
+from wsabie_jax.core import evaluation
+from wsabie_jax.baselines import knn
+from wsabie_jax.core import metrics
 from wsabie_jax.data import batching, dataset, synthetic
 
 

@@ -1,6 +1,4 @@
 import os
-import sys
 
 # Tests see 4 CPU devices (data-parallel tests) and import from the checkout.
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=4')
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,5 +1,4 @@
 """Readers (Mulan, libsvm), their errors, the synthetic generator and batching."""
-import os
 import textwrap
 
 import numpy as np
@@ -7,7 +6,6 @@ import pytest
 
 from wsabie_jax.data import DataError, batching, dataset, libsvm, mulan, synthetic
 
-SHARED_COREL = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data', 'corel5k')
 
 XML = """<?xml version="1.0" encoding="utf-8"?>
 <labels xmlns="http://mulan.sourceforge.net/labels">
@@ -103,10 +101,10 @@ def test_libsvm_errors_name_file_and_line(tmp_path, line, message):
     libsvm.read_libsvm(path)
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED_COREL), reason='../shared/data/corel5k not present')
-def test_corel5k_shape():
-  ds = mulan.read_arff(os.path.join(SHARED_COREL, 'Corel5k-test-sparse.arff'),
-                       os.path.join(SHARED_COREL, 'Corel5k.xml'))
+def test_corel5k_ships_with_the_package():
+  from wsabie_jax.data import corel5k_paths
+  _, test_path, labels_path = corel5k_paths()
+  ds = mulan.read_arff(test_path, labels_path)
   assert (ds.num_images + ds.skipped_empty, ds.num_labels, ds.num_features) == (500, 374, 499)
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from configs import wsabie_synthetic
+from wsabie_jax.experiments import tables
 from wsabie_jax.data import libsvm, synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +49,7 @@ def test_evaluate_reproduces_test_metrics(workdir):
 
 
 def test_annotate_prints_label_names(workdir, tmp_path):
-  spec = synthetic.SyntheticSpec(**wsabie_synthetic.get_config('small').data.synthetic)
+  spec = synthetic.SyntheticSpec(**tables.load('wsabie_synthetic:small').data.synthetic)
   path = tmp_path / 'new.txt'
   libsvm.write_libsvm(synthetic.generate(spec, 3, split='test'), path)
   lines = _run('launch/annotate.py', f'--workdir={workdir}', f'--input={path}', '--k=4').splitlines()
@@ -100,7 +100,7 @@ def test_evaluate_and_annotate_read_a_skipgram_workdir(skipgram_workdir, tmp_pat
   m = json.loads((skipgram_workdir / 'metrics.json').read_text())
   for key in ('p@1', 'p@5', 'map', 'class_f1@5', 'freq_p@1'):
     assert out[key] == pytest.approx(m[key], abs=1e-6), key
-  spec = synthetic.SyntheticSpec(**wsabie_synthetic.get_config('small').data.synthetic)
+  spec = synthetic.SyntheticSpec(**tables.load('wsabie_synthetic:small').data.synthetic)
   path = tmp_path / 'new.txt'
   libsvm.write_libsvm(synthetic.generate(spec, 2, split='test'), path)
   lines = _run('launch/annotate.py', f'--workdir={skipgram_workdir}', f'--input={path}',
@@ -142,9 +142,33 @@ def test_reproduce_writes_the_table_beside_the_paper(tmp_path):
 
 
 def test_base_config_names_real_data_configs():
-  import configs
-  c = configs.base_config(os.path.join(ROOT, 'configs/wsabie_lear.py') + ':espgame,/data/iccv09')
+  c = tables.base_config(os.path.join(ROOT, 'configs/wsabie_lear.py') + ':espgame,/data/iccv09')
   assert (c.data.tfds_name, c.data.manual_dir) == ('lear_iccv09/espgame', '/data/iccv09')
-  assert configs.base_config('synthetic', small=True).data.num_train == 4000
-  with pytest.raises(ValueError, match='expected corel5k, synthetic or configs/FILE.py'):
-    configs.base_config('imagenet')
+  assert tables.base_config('synthetic', small=True).data.num_train == 4000
+  with pytest.raises(ValueError, match='expected a config file configs/FILE.py'):
+    tables.base_config('imagenet')
+
+
+def test_every_method_through_every_launch_script(tmp_path):
+  """Objects and parts (the third registered method; WSABIE and skip-gram are
+  above) trains, then evaluate.py and annotate.py read its workdir."""
+  from wsabie_jax import methods
+  from wsabie_jax.parts import wordnet
+  assert sorted(methods.REGISTRY) == ['parts', 'skipgram', 'wsabie']
+  try:
+    wordnet.load()
+  except wordnet.WordNetMissing as e:
+    pytest.skip(str(e))
+  workdir = tmp_path / 'parts'
+  _run('launch/train.py', '--config=configs/parts_synthetic.py:shared,iw,small', f'--workdir={workdir}',
+       '--config.train.max_steps=20', '--config.proxy.num_valid=50', '--config.proxy.num_test=100')
+  m = json.loads((workdir / 'metrics.json').read_text())
+  out = json.loads(_run('launch/evaluate.py', f'--workdir={workdir}'))
+  for key in ('iw_pair_map', 'i_triplet_p@1', 'annot_map', 'io_couples_map'):
+    assert out[key] == pytest.approx(m[key], abs=1e-6), key
+  vocab = json.loads((workdir / 'vocabulary.json').read_text())
+  spec = synthetic.SyntheticSpec(num_labels=5, num_features=vocab['num_features'])
+  path = tmp_path / 'new.txt'
+  libsvm.write_libsvm(synthetic.generate(spec, 2, split='test'), path)
+  lines = _run('launch/annotate.py', f'--workdir={workdir}', f'--input={path}', '--k=3').splitlines()
+  assert len(lines) == 2 and all(line.count('.n.') >= 3 for line in lines), lines

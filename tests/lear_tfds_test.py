@@ -78,10 +78,8 @@ def test_tfds_builder_round_trip(tmp_path):
 
 
 def test_mulan_builder_matches_the_arff_reader(tmp_path):
-  """The real Corel5k files (../shared/data) through tfds equal the direct reader."""
-  import pathlib
-  from wsabie_jax.data import mulan, tfds_builders
-  corel = pathlib.Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'corel5k'
+  """The real Corel5k files (shipped in the package) through tfds equal the direct reader."""
+  from wsabie_jax.data import COREL5K_DIR as corel, mulan, tfds_builders
   builder = tfds_builders.prepare('mulan/corel5k', tmp_path, corel)
   got = tfds_builders.load(builder, 'test')
   want = mulan.read_arff(corel / 'Corel5k-test-sparse.arff', corel / 'Corel5k.xml')

@@ -3,7 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wsabie_jax import evaluation, metrics
+from wsabie_jax.core import evaluation
+from wsabie_jax.core import metrics
 from wsabie_jax.data import batching, dataset
 
 Y, D, B, P = 23, 3, 17, 4

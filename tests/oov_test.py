@@ -2,7 +2,7 @@
 import jax
 import numpy as np
 
-from wsabie_jax import oov
+from wsabie_jax.skipgram import oov
 
 
 def test_oov_pass_reduces_eq4_and_leaves_seen_words_untouched():

@@ -3,7 +3,9 @@ import jax
 import numpy as np
 import pytest
 
-from wsabie_jax import parallel, step as step_lib
+from wsabie_jax.training import parallel
+from tests import helpers
+from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.data import batching, synthetic
 
 
@@ -17,12 +19,12 @@ def test_four_devices_match_one(loss, optimizer, sampler):
   stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0)
   adaptive = dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
                   rank_scale=0.05, refresh_every_pairs=64)  # a refresh every other step
-  cfg = step_lib.StepConfig(num_labels=60, loss=loss, num_draws=20, optimizer=optimizer,
+  cfg = helpers.step_config(60, dim=8, loss=loss, num_draws=20, optimizer=optimizer,
                             learning_rate=0.2, **(adaptive if sampler == 'adaptive' else {}))
-  init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg, 8)
+  init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
   one, step1 = init(), step_lib.make_train_step(cfg)
   mesh = parallel.make_mesh(4)
-  four, step4 = init(), parallel.make_parallel_train_step(cfg, mesh)
+  four, step4 = init(), step_lib.make_parallel_train_step(cfg, mesh)
   for s in range(6):
     batch = stream.batch(s)
     one, stats1 = step1(one, jax.device_put(batch))
@@ -41,25 +43,25 @@ def test_batch_must_split_evenly():
 
 def test_training_loop_on_four_devices_matches_one(tmp_path):
   from tests.train_test import _tiny_config
-  from wsabie_jax import train
+  from wsabie_jax.experiments import run
   results = []
   for n in (1, 4):
     c = _tiny_config(max_steps=12, eval_every_steps=6)
     c.train.num_devices = n
-    results.append(train.train_and_evaluate(c, tmp_path / str(n)))
+    results.append(run.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@10', 'map', 'psib@10'):
     assert results[0][key] == pytest.approx(results[1][key], abs=1e-6), key
 
 
 def test_skipgram_on_four_devices_matches_one(tmp_path):
   """Paper 004's step, batch split over 4 devices (XLA partitions it), equals one device."""
-  from configs import skipgram_synthetic
-  from wsabie_jax import train
+  from wsabie_jax.experiments import tables
+  from wsabie_jax.experiments import run
   results = []
   for n in (1, 4):
-    c = skipgram_synthetic.get_config('proposed,small')
+    c = tables.load('skipgram_synthetic:proposed,small')
     c.train.update(max_steps=10, eval_every_steps=5, num_devices=n, batch_size=32)
     c.oov.steps = 0
-    results.append(train.train_and_evaluate(c, tmp_path / str(n)))
+    results.append(run.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@5', 'map', 'class_f1@5'):
     assert results[0][key] == pytest.approx(results[1][key], abs=1e-4), key

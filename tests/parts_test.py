@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wsabie_jax import parts, parts_eval
+from wsabie_jax.parts import step as parts
+from wsabie_jax.parts import evaluation as parts_eval
 
 
 def test_pair_ranks_match_brute_force_over_k_squared():
@@ -50,9 +51,10 @@ def _batch(B=16, F=3, d=30, K=12, seed=0):
 
 def test_step_updates_only_used_rows_and_keeps_the_ball():
   for shared in (True, False):
-    cfg = parts.PartsConfig(num_labels=12, shared=shared, num_draws=5, learning_rate_V=0.5,
-                            learning_rate_W=0.5, optimizer='sgd')
-    state = parts.init_state(jax.random.PRNGKey(0), cfg, 30, 8)
+    cfg = parts.PartsConfig(12, model=parts.PartsModel(dim=8, shared=shared),
+                            loss=parts.PartsLoss(num_draws=5),
+                            optim=parts.PartsOptim('sgd', learning_rate_V=0.5, learning_rate_W=0.5))
+    state = parts.init_state(jax.random.PRNGKey(0), cfg, 30)
     before = jax.tree.map(np.asarray, state.params)
     batch = _batch()
     new, stats = parts.make_train_step(cfg)(state, jax.device_put(batch))
@@ -81,12 +83,13 @@ def test_training_ranks_true_pairs_higher():
             'obj_label_B': lo.astype(np.int32), 'part_label_B': lp.astype(np.int32),
             'weight_B': np.ones(B, np.float32)}
 
-  cfg = parts.PartsConfig(num_labels=K, num_draws=5, learning_rate_V=0.2, learning_rate_W=0.2)
-  state = parts.init_state(jax.random.PRNGKey(0), cfg, d, 16)
+  cfg = parts.PartsConfig(K, model=parts.PartsModel(dim=16), loss=parts.PartsLoss(num_draws=5),
+                          optim=parts.PartsOptim(learning_rate_V=0.2, learning_rate_W=0.2))
+  state = parts.init_state(jax.random.PRNGKey(0), cfg, d)
   step = parts.make_train_step(cfg)
   test = batch(999)
   evaluate = lambda s: parts_eval.evaluate(s.params.V_dxD, s.params.W_KxD, s.params.W_KxD, test,
-                                           cfg.alpha, relations)
+                                           cfg.model.alpha, relations)
   first = evaluate(state)
   for i in range(300):
     state, _ = step(state, jax.device_put(batch(i)))
@@ -98,23 +101,23 @@ def test_training_ranks_true_pairs_higher():
 def _small_parts_config(arg: str):
   """configs/parts_synthetic.py:<arg>,small with small evaluation sets (skips without WordNet)."""
   import pytest
-  from configs import parts_synthetic
-  from wsabie_jax import wordnet
+  from wsabie_jax.experiments import tables
+  from wsabie_jax.parts import wordnet
   try:
     wordnet.load()
   except wordnet.WordNetMissing as e:
     pytest.skip(str(e))
-  c = parts_synthetic.get_config(arg + ',small')
-  c.parts.update(num_valid=100, num_test=200)
+  c = tables.load('parts_synthetic:' + arg + ',small')
+  c.proxy.update(num_valid=100, num_test=200)
   return c
 
 
 def test_parts_method_trains_through_the_loop(tmp_path):
   """The proxy data from WordNet-mode synthetic images, trained and scored by the loop."""
-  from wsabie_jax import train
+  from wsabie_jax.experiments import run
   c = _small_parts_config('unshared,i')
   c.train.update(max_steps=60, eval_every_steps=30)
-  m = train.train_and_evaluate(c, tmp_path)
+  m = run.train_and_evaluate(c, tmp_path)
   assert m['relations'] > 30 and m['unseen_relations'] > 0 and m['test_quadruplets'] == 200
   for key in ('annot_p@1', 'iw_pair_map', 'i_pair_map', 'io_pair_map', 'iw_triplet_p@1',
               'unseen_iw_couples_map', 'valid_i_pair_map'):
@@ -124,6 +127,6 @@ def test_parts_method_trains_through_the_loop(tmp_path):
 
 
 def test_svm_baseline_row(tmp_path):
-  from wsabie_jax import parts_run
+  from wsabie_jax.methods import parts as parts_run
   m = parts_run.svm_baseline(_small_parts_config('shared,iw'), grid=((0.1, 1), (1.0, 1)))
   assert 0 < m['svm_annot_p@1'] <= 1 and m['svm_setting'] in ('(0.1, 1)', '(1.0, 1)')

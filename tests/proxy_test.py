@@ -1,7 +1,8 @@
 """Paper 002's proxy data: every relation in every split, part images never the object's."""
 import numpy as np
 
-from wsabie_jax.data import proxy, synthetic
+from wsabie_jax.data import synthetic
+from wsabie_jax.parts import proxy
 
 
 def _data():

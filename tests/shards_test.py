@@ -1,8 +1,8 @@
 """Shards on disk: round trip, every pair once per epoch, training from them."""
 import numpy as np
 
-from configs import wsabie_webscale
-from wsabie_jax import train
+from wsabie_jax.experiments import tables
+from wsabie_jax.experiments import run
 from wsabie_jax.data import dataset, shards, synthetic
 
 
@@ -46,7 +46,7 @@ def test_stream_visits_every_pair_once_per_epoch(tmp_path):
 
 
 def test_training_streams_from_shards(tmp_path):
-  c = wsabie_webscale.get_config('small')
+  c = tables.load('wsabie_webscale:small')
   c.data.shards_dir = str(tmp_path / 'shards')
   c.data.num_train, c.data.shard_size = 4000, 1500
   c.data.synthetic.num_labels = 200
@@ -54,6 +54,6 @@ def test_training_streams_from_shards(tmp_path):
   for split, n in (('train', 4000), ('valid', 300), ('test', 300)):
     shards.write_synthetic(spec, tmp_path / 'shards' / split, n, c.data.shard_size, split)
   c.model.dim, c.train.num_epochs = 16, 2
-  metrics = train.train_and_evaluate(c, tmp_path / 'run')
+  metrics = run.train_and_evaluate(c, tmp_path / 'run')
   assert metrics['num_images'] == 300 and metrics['epochs'] >= 2
   assert metrics['p@1'] > 2 * metrics['freq_p@1']

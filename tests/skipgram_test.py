@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wsabie_jax import samplers, skipgram, skipgram_step
+from wsabie_jax.core import samplers
+from wsabie_jax.skipgram import objectives as skipgram
+from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.data import batching, synthetic
 
 log_sig = lambda x: -np.log1p(np.exp(-x))
@@ -38,8 +40,9 @@ def test_sampled_loss_expectation_matches_the_exhaustive_formula():
   f, W = _tiny()
   tags, P, N, alpha = [1, 4], 5, 3, 0.5  # a large α so the co-occurrence terms matter
   counts = np.array([5, 1, 3, 2, 4, 1])
-  cfg = skipgram_step.SkipGramConfig(num_features=1, num_tags=6, num_positives=P, num_negatives=N,
-                                     alpha=alpha, widths=(3,))
+  cfg = skipgram_step.SkipGramConfig(1, 6, model=skipgram_step.TowerConfig(widths=(3,)),
+                                     loss=skipgram_step.SkipGramLoss(num_positives=P,
+                                                                     num_negatives=N, alpha=alpha))
   B = 200_000
   batch = {'pos_BxT': jnp.tile(jnp.array([[1, 4, 6]]), (B, 1)), 'num_pos_B': jnp.full(B, 2)}
   pos_BxP, neg_BxN, ok_BxN = skipgram_step.draw_tags(cfg, jax.random.PRNGKey(3), batch,
@@ -101,8 +104,8 @@ def _one_step(joint: bool, sampled: bool = True):
   spec = synthetic.SyntheticSpec(num_labels=50, num_features=200, nnz=10)
   ds = synthetic.generate(spec, 64)
   batch = batching.ImageStream(ds, batching.pad_images(ds), 16, 0).batch(0)
-  cfg = skipgram_step.SkipGramConfig(num_features=200, num_tags=50, widths=(16, 8), joint=joint,
-                                     sampled=sampled)
+  cfg = skipgram_step.SkipGramConfig(200, 50, model=skipgram_step.TowerConfig(widths=(16, 8)),
+                                     loss=skipgram_step.SkipGramLoss(joint=joint, sampled=sampled))
   words = np.random.default_rng(0).normal(0, 0.3, (60, 8)).astype(np.float32)  # 10 text-only
   state = skipgram_step.init_state(jax.random.PRNGKey(0), cfg, words)
   tag_cdf = samplers.tag_cdf(ds.label_frequencies())
@@ -134,7 +137,7 @@ def test_full_objective_updates_every_training_tag_and_no_text_only_word():
 
 def test_bad_config_names_the_field():
   with pytest.raises(ValueError, match='negatives'):
-    skipgram_step.SkipGramConfig(num_features=1, num_tags=1, negatives='uniform')
+    skipgram_step.SkipGramLoss(negatives='uniform')
   with pytest.raises(ValueError, match='dimensions'):
-    cfg = skipgram_step.SkipGramConfig(num_features=4, num_tags=2, widths=(8, 5))
+    cfg = skipgram_step.SkipGramConfig(4, 2, model=skipgram_step.TowerConfig(widths=(8, 5)))
     skipgram_step.init_state(jax.random.PRNGKey(0), cfg, np.zeros((3, 4), np.float32))

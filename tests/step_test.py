@@ -4,7 +4,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wsabie_jax import model, row_optim, samplers, step as step_lib
+from wsabie_jax.core import model
+from wsabie_jax.core import row_optim
+from wsabie_jax.core import samplers
+from tests import helpers
+from wsabie_jax.wsabie import step as step_lib
 
 D, d, Y, F, P, B, K = 4, 12, 9, 3, 2, 6, 5
 
@@ -29,7 +33,7 @@ def _reference_update(cfg, state, batch):
   V, W = (np.asarray(x, np.float64) for x in state.params)
   key = jax.random.fold_in(state.key, state.step)
   neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
-                                              jnp.asarray(batch['num_pos_B']), Y, cfg.num_draws))
+                                              jnp.asarray(batch['num_pos_B']), Y, cfg.loss.num_draws))
   gV, gW = np.zeros_like(V), np.zeros_like(W)
   sqV, sqW = np.zeros(d), np.zeros(Y)  # Adagrad: Σ over occurrences of mean(g²)
   acc_V, acc_W = np.asarray(state.acc_V_d, np.float64), np.asarray(state.acc_W_Y, np.float64)
@@ -38,24 +42,24 @@ def _reference_update(cfg, state, batch):
     x = val @ V[idx]
 
     def f(i):
-      if cfg.score == 'dot':
+      if cfg.model.score == 'dot':
         return W[i] @ x
       return -np.sum((W[i] - x) ** 2)
 
     def df_dw(i):  # ∂f_i/∂W_i and ∂f_i/∂x
-      return (x, W[i]) if cfg.score == 'dot' else (2 * (x - W[i]), 2 * (W[i] - x))
+      return (x, W[i]) if cfg.model.score == 'dot' else (2 * (x - W[i]), 2 * (W[i] - x))
 
     num_neg = Y - batch['num_pos_B'][b]
-    budget = neg[b][:min(cfg.num_draws, num_neg)]
+    budget = neg[b][:min(cfg.loss.num_draws, num_neg)]
     violators = [j for j, ybar in enumerate(budget) if f(ybar) > f(y) - 1]  # Alg. 1 line 11
     if not violators:
       continue
-    if cfg.rank_estimate == 'violator_count':
+    if cfg.loss.rank_estimate == 'violator_count':
       rank = int(np.floor(num_neg * len(violators) / len(budget)))
     else:
       rank = num_neg // (violators[0] + 1)  # ⌊(Y−1)/N⌋
     weight = np.sum(1.0 / np.arange(1, rank + 1))  # L(rank), α_j = 1/j
-    chosen = violators if cfg.violators == 'all' else violators[:1]
+    chosen = violators if cfg.loss.violators == 'all' else violators[:1]
     # Adagrad squares are per occurrence: each drawn violator's row, and the
     # pair's positive row and feature rows with the pair's summed gradient.
     gx, gw_y = np.zeros(D), np.zeros(D)
@@ -79,12 +83,12 @@ def _reference_update(cfg, state, batch):
     # Every row the batch could touch: projecting an in-ball row changes nothing.
     touched = rows if rows is not None else np.union1d(batch['label_B'], neg)
     for r in touched:
-      if cfg.optimizer == 'sgd':
-        table[r] -= cfg.learning_rate * grad[r]
+      if cfg.optim.kind == 'sgd':
+        table[r] -= cfg.optim.learning_rate * grad[r]
       else:
         acc[r] += sq[r]
-        table[r] -= cfg.learning_rate * grad[r] / (np.sqrt(acc[r]) + 1e-10)
-      table[r] *= min(1.0, cfg.max_norm / np.linalg.norm(table[r]))
+        table[r] -= cfg.optim.learning_rate * grad[r] / (np.sqrt(acc[r]) + 1e-10)
+      table[r] *= min(1.0, cfg.model.max_norm / np.linalg.norm(table[r]))
     new.append(table)
   return new
 
@@ -94,10 +98,10 @@ def _reference_update(cfg, state, batch):
     ('dot', 'adagrad', 'first', 'first_violator'), ('dot', 'sgd', 'all', 'violator_count'),
     ('dot', 'adagrad', 'all', 'first_violator')])
 def test_step_matches_slow_reference(score, optimizer, violators, estimate):
-  cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, score=score, optimizer=optimizer,
+  cfg = helpers.step_config(Y, dim=D, num_draws=K, score=score, optimizer=optimizer,
                             learning_rate=0.3, max_norm=0.8, violators=violators,
                             rank_estimate=estimate)
-  state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg, D)
+  state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg)
   # Larger initial rows (still in the ball, as training keeps them) so that
   # some pairs find a violator and some do not.
   state = state._replace(params=model.Params(*(model.project_rows(p * 4, 0.8) for p in state.params)))
@@ -111,8 +115,8 @@ def test_step_matches_slow_reference(score, optimizer, violators, estimate):
 
 
 def test_projection_keeps_touched_rows_in_ball_and_leaves_others():
-  cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, learning_rate=50.0, max_norm=0.5)
-  state = step_lib.init_state(jax.random.PRNGKey(2), d, cfg, D)
+  cfg = helpers.step_config(Y, dim=D, num_draws=K, learning_rate=50.0, max_norm=0.5)
+  state = step_lib.init_state(jax.random.PRNGKey(2), d, cfg)
   before = jax.tree.map(np.asarray, state.params)
   batch = _tiny_batch(1)
   state, _ = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
@@ -142,8 +146,8 @@ def test_dense_and_sparse_row_updates_agree(optimizer):
 
 
 def test_padding_pairs_do_not_update():
-  cfg = step_lib.StepConfig(num_labels=Y, num_draws=K, learning_rate=1.0)
-  state = step_lib.init_state(jax.random.PRNGKey(3), d, cfg, D)
+  cfg = helpers.step_config(Y, dim=D, num_draws=K, learning_rate=1.0)
+  state = step_lib.init_state(jax.random.PRNGKey(3), d, cfg)
   before = jax.tree.map(np.asarray, state.params)
   batch = dict(_tiny_batch(2), weight_B=np.zeros(B, np.float32))
   state, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
@@ -154,9 +158,9 @@ def test_padding_pairs_do_not_update():
 @pytest.mark.parametrize('loss', ['exact', 'auc'])
 def test_reference_losses_reduce_exact_rank_loss(loss):
   """OWPC-SGD and AUC steps lower eq. (6)'s exact loss on a fixed batch."""
-  from wsabie_jax import warp
-  cfg = step_lib.StepConfig(num_labels=Y, loss=loss, num_draws=K, learning_rate=0.05, max_norm=3.0)
-  state = step_lib.init_state(jax.random.PRNGKey(4), d, cfg, D)
+  from wsabie_jax.wsabie import warp
+  cfg = helpers.step_config(Y, dim=D, loss=loss, num_draws=K, learning_rate=0.05, max_norm=3.0)
+  state = step_lib.init_state(jax.random.PRNGKey(4), d, cfg)
   batch = jax.device_put(_tiny_batch(3))
   mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], batch['pos_BxP']].set(True)[:, :-1]
 
@@ -172,5 +176,5 @@ def test_reference_losses_reduce_exact_rank_loss(loss):
 
 
 def test_bad_config_names_the_field():
-  with pytest.raises(ValueError, match='loss='):
-    step_lib.StepConfig(num_labels=3, loss='warpp')
+  with pytest.raises(ValueError, match='LossConfig.kind='):
+    step_lib.LossConfig(kind='warpp')

@@ -5,12 +5,15 @@ import jax
 import numpy as np
 import pytest
 
-from configs import wsabie_synthetic
-from wsabie_jax import checkpointing, methods, train, workdir as workdir_lib
+from wsabie_jax.experiments import tables
+from wsabie_jax.training import checkpoints as checkpointing
+from wsabie_jax import methods
+from wsabie_jax.experiments import run
+from wsabie_jax.training import workdir as workdir_lib
 
 
 def _tiny_config(**train_overrides):
-  c = wsabie_synthetic.get_config('small')
+  c = tables.load('wsabie_synthetic:small')
   c.data.num_train, c.data.num_test = 600, 100
   c.data.synthetic.num_labels, c.data.synthetic.num_features = 40, 200
   c.model.dim = 8
@@ -23,8 +26,8 @@ def _tiny_config(**train_overrides):
 
 
 def _latest_state(workdir, config):
-  like = methods.wsabie_state(config, config.data.synthetic.num_features,
-                              config.data.synthetic.num_labels)
+  like = methods.get('wsabie').init_state(config, config.data.synthetic.num_features,
+                                         config.data.synthetic.num_labels)
   ckpts = checkpointing.Checkpoints(workdir)
   state, record = ckpts.restore(ckpts.latest, like)
   ckpts.close()
@@ -44,12 +47,12 @@ def test_resume_gives_identical_parameters(tmp_path, sampler):
   overrides = dict(eval_every_steps=7, checkpoint_every_steps=1000, patience=100)
   prepare = _adaptive if sampler == 'adaptive' else (lambda c: c)
   one_go = prepare(_tiny_config(max_steps=24, **overrides))
-  train.train_and_evaluate(one_go, tmp_path / 'a')
+  run.train_and_evaluate(one_go, tmp_path / 'a')
   half = prepare(_tiny_config(max_steps=12, **overrides))
-  train.train_and_evaluate(half, tmp_path / 'b')
+  run.train_and_evaluate(half, tmp_path / 'b')
   _, record = _latest_state(tmp_path / 'b', half)
   assert record['data_position']['pairs_consumed'] == 12 * 16
-  metrics = train.train_and_evaluate(one_go, tmp_path / 'b')
+  metrics = run.train_and_evaluate(one_go, tmp_path / 'b')
   assert metrics['steps'] == 24
   a, _ = _latest_state(tmp_path / 'a', one_go)
   b, record = _latest_state(tmp_path / 'b', one_go)
@@ -64,7 +67,7 @@ def test_early_stopping_keeps_best_checkpoint(tmp_path):
   # A learning rate this large wrecks the model after the first evaluations.
   c = _tiny_config(eval_every_steps=5, patience=2, num_epochs=50)
   c.optim.kind, c.optim.learning_rate = 'sgd', 30.0
-  metrics = train.train_and_evaluate(c, tmp_path)
+  metrics = run.train_and_evaluate(c, tmp_path)
   assert metrics['stopped'] == 'early_stopping'
   assert metrics['steps'] < 50 * 600 // 16
   saved = json.loads((tmp_path / 'metrics.json').read_text())
@@ -73,28 +76,28 @@ def test_early_stopping_keeps_best_checkpoint(tmp_path):
 
 def test_time_budget_stops_training(tmp_path):
   c = _tiny_config(max_seconds=1e-3, num_epochs=1000, eval_every_steps=10**6)
-  metrics = train.train_and_evaluate(c, tmp_path)
+  metrics = run.train_and_evaluate(c, tmp_path)
   assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == 1
 
 
 def test_skipgram_resume_gives_identical_state(tmp_path):
   """The tower, its Adam state, the word rows and their accumulators resume exactly."""
-  from configs import skipgram_synthetic
+  from wsabie_jax.experiments import tables
 
   def config(steps):
-    c = skipgram_synthetic.get_config('proposed,small')
+    c = tables.load('skipgram_synthetic:proposed,small')
     c.train.update(max_steps=steps, eval_every_steps=5, checkpoint_every_steps=1000, patience=100)
     c.oov.steps = 0
     return c
 
-  train.train_and_evaluate(config(12), tmp_path / 'a')
-  train.train_and_evaluate(config(6), tmp_path / 'b')
-  train.train_and_evaluate(config(12), tmp_path / 'b')
+  run.train_and_evaluate(config(12), tmp_path / 'a')
+  run.train_and_evaluate(config(6), tmp_path / 'b')
+  run.train_and_evaluate(config(12), tmp_path / 'b')
   vocab = workdir_lib.load_vocabulary(tmp_path / 'a')
   states = []
-  for run in ('a', 'b'):
-    ckpts = checkpointing.Checkpoints(tmp_path / run)
-    states.append(ckpts.restore(ckpts.latest, methods.like_state(config(12), vocab))[0])
+  for name in ('a', 'b'):
+    ckpts = checkpointing.Checkpoints(tmp_path / name)
+    states.append(ckpts.restore(ckpts.latest, methods.get('skipgram').like_state(config(12), vocab))[0])
     ckpts.close()
   assert int(states[1].step) == 12
   for x, y in zip(jax.tree.leaves(states[0]), jax.tree.leaves(states[1])):

@@ -8,8 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from wsabie_jax import visual_terms
-from wsabie_jax.data import image_folder, libsvm
+from wsabie_jax.features import visual_terms
+from wsabie_jax.data import libsvm
+from wsabie_jax.features import image_folder
 from wsabie_jax.data.dataset import DataError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

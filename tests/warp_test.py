@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wsabie_jax import samplers, warp
+from wsabie_jax.core import samplers
+from wsabie_jax.wsabie import warp
 
 Y = 40
 POSITIVES = np.array([3, 17, 29])

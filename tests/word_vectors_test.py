@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from wsabie_jax import word_vectors
+from wsabie_jax.skipgram import word_vectors
 from wsabie_jax.data import DataError, synthetic
 
 

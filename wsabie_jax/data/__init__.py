@@ -1,4 +1,6 @@
-"""Data: readers, the synthetic generator, batching; `load_splits` reads a config."""
+"""Data, the bottom layer: readers, the synthetic generator, batching, shards,
+tfds builders; `load_splits` reads a config's data section. Imports nothing
+of the package outside data/."""
 from __future__ import annotations
 
 import dataclasses
@@ -43,11 +45,12 @@ def preprocess(ds: SparseDataset, cfg) -> SparseDataset:
   return ds
 
 
-def load_splits(cfg):
+def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
   """(train, valid, test) from config.data; valid is carved from train.
 
   For data.kind='shards', train is a ShardSet streamed from disk and the
-  shard directory's valid/ and test/ sets are read whole.
+  shard directory's valid/ and test/ sets are read whole. `vocabulary` names
+  the labels of synthetic data in WordNet mode (see synthetic.make_world).
   """
   if cfg.kind == 'shards':
     root = pathlib.Path(cfg.shards_dir)
@@ -61,7 +64,7 @@ def load_splits(cfg):
     train, test = tfds_builders.load(builder, 'train'), tfds_builders.load(builder, 'test')
   elif cfg.kind == 'synthetic':
     spec = synthetic_spec(cfg)
-    world = synthetic.make_world(spec)
+    world = synthetic.make_world(spec, vocabulary)
     train = synthetic.generate(spec, cfg.num_train, 'train', world=world)
     test = synthetic.generate(spec, cfg.num_test, 'test', world=world)
   elif cfg.kind in KINDS:
@@ -95,3 +98,12 @@ def pair_stream(train, batch_size: int, seed: int):
   if isinstance(train, shards.ShardSet):
     return shards.ShardedPairStream(train, batch_size, seed)
   return batching.PairStream(train, batching.pad_images(train), batch_size, seed)
+
+
+COREL5K_DIR = pathlib.Path(__file__).parent / 'files' / 'corel5k'
+
+
+def corel5k_paths() -> tuple[str, str, str]:
+  """(train ARFF, test ARFF, labels XML) of the Corel5k copy shipped in the package."""
+  return tuple(str(COREL5K_DIR / name) for name in
+               ('Corel5k-train-sparse.arff', 'Corel5k-test-sparse.arff', 'Corel5k.xml'))

@@ -1,6 +1,6 @@
 """The in-memory multi-label data set: sparse features and label sets, CSR.
 
-Data contract (DESIGN §3): labels are ids 0..Y−1 with names; an example is
+Data contract (docs/DESIGN.md §3): labels are ids 0..Y−1 with names; an example is
 (feature ids, feature values, positive label ids).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The embedded default data: a planted multi-label image annotation world.
 
-DESIGN §3. Labels sit in a two-level hierarchy (parent groups → labels, so the
+docs/DESIGN.md §3. Labels sit in a two-level hierarchy (parent groups → labels, so the
 sibling matrix is known), have Zipf frequencies, and each owns a pool of
 visual words partly shared with its siblings. An image picks labels (a Zipf
 head, then siblings or further Zipf draws), then a bag of visual words: each
@@ -11,6 +11,7 @@ shard (each shard its own stream), so any size can be written piecewise.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,16 +50,23 @@ class World:
   relations: tuple[tuple[int, int], ...] = ()  # part-of (whole, part) label pairs
 
 
-def make_world(spec: SyntheticSpec) -> World:
+class Vocabulary(NamedTuple):
+  """Real label names for vocabulary='wordnet' (parts/wordnet.py makes one)."""
+  names: list[str]
+  parents_YxG: np.ndarray       # every is-a parent of each label, −1 padded
+  relations: list[tuple[int, int]]  # part-of (whole, part) label pairs
+
+
+def make_world(spec: SyntheticSpec, vocabulary: Vocabulary | None = None) -> World:
   rng = np.random.default_rng([spec.seed, 0])
   Y, d = spec.num_labels, spec.num_features
   if spec.vocabulary == 'wordnet':
     # Real synsets: a label's group (the pool of visual words it shares) is
     # its first is-a parent, so WordNet siblings look alike.
-    from wsabie_jax import wordnet
-    wn = wordnet.load()
-    names, relations = wordnet.part_of_vocabulary(wn, Y)
-    parents_YxG, _ = wordnet.parents_table(wn, names)
+    if vocabulary is None or len(vocabulary.names) != Y:
+      raise ValueError("synthetic vocabulary='wordnet' needs the Y synsets given as `vocabulary` "
+                       '(parts/wordnet.py synthetic_vocabulary; methods.common.load_splits does it)')
+    names, parents_YxG, relations = vocabulary
     _, parent = np.unique(parents_YxG[:, 0], return_inverse=True)
     extra = dict(label_names=tuple(names), label_parents_YxG=parents_YxG,
                  relations=tuple(relations))

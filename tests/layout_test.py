@@ -1,0 +1,107 @@
+"""The package's imports run one way (docs/DESIGN.md §4): no cycles, and no
+package imports one at its own layer or above."""
+import ast
+import pathlib
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / 'wsabie_jax'
+
+# Low to high. A package may import its own modules and any package of a lower layer.
+LAYERS = {
+    'config': 0, 'data': 0,
+    'core': 1,
+    'training': 2,
+    'wsabie': 3, 'skipgram': 3, 'baselines': 3, 'features': 3,
+    'parts': 4,          # reuses WARP's violator search (wsabie/warp.py)
+    'methods': 5,
+    'experiments': 6,
+}
+
+
+def _modules() -> dict[str, pathlib.Path]:
+  out = {}
+  for path in PACKAGE.rglob('*.py'):
+    parts = path.relative_to(PACKAGE.parent).with_suffix('').parts
+    name = '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+    out[name] = path
+  return out
+
+
+def _imports(name: str, path: pathlib.Path, modules) -> set[str]:
+  """The package modules `name` imports (at any depth of its code)."""
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      targets = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      targets = [f'{node.module}.{a.name}' for a in node.names] + [node.module]
+    else:
+      continue
+    for t in targets:
+      while t and t not in modules:
+        t = t.rpartition('.')[0]
+      if t and t != name and t.startswith('wsabie_jax.'):
+        found.add(t)
+  return found
+
+
+def _graph():
+  modules = _modules()
+  return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _package(module: str) -> str | None:
+  parts = module.split('.')
+  return parts[1] if len(parts) > 1 else None
+
+
+def test_every_package_has_a_layer():
+  packages = {p.name for p in PACKAGE.iterdir() if (p / '__init__.py').exists()}
+  assert packages == set(LAYERS), packages ^ set(LAYERS)
+
+
+def test_imports_only_go_down():
+  wrong = []
+  for module, targets in _graph().items():
+    src = _package(module)
+    if src is None:
+      continue
+    for target in targets:
+      dst = _package(target)
+      if dst is not None and dst != src and LAYERS[dst] >= LAYERS[src]:
+        wrong.append(f'{module} imports {target} ({src} layer {LAYERS[src]} → '
+                     f'{dst} layer {LAYERS[dst]})')
+  assert not wrong, '\n'.join(wrong)
+
+
+def test_no_import_cycles():
+  graph = _graph()
+  state, path = {}, []
+
+  def visit(node):
+    state[node] = 'open'
+    path.append(node)
+    for nxt in sorted(graph.get(node, ())):
+      if nxt.startswith(node + '.'):  # a package's __init__ importing its own modules
+        continue
+      if state.get(nxt) == 'open':
+        pytest.fail('import cycle: ' + ' → '.join(path[path.index(nxt):] + [nxt]))
+      if nxt not in state:
+        visit(nxt)
+    path.pop()
+    state[node] = 'done'
+
+  for node in sorted(graph):
+    if node not in state:
+      visit(node)
+
+
+def test_the_checks_see_a_violation(monkeypatch):
+  """The layer test would fail on data/ importing a method (so it can fail)."""
+  graph = _graph()
+  graph['wsabie_jax.data.batching'] = graph['wsabie_jax.data.batching'] | {'wsabie_jax.methods'}
+  monkeypatch.setattr(sys.modules[__name__], '_graph', lambda: graph)
+  with pytest.raises(AssertionError, match='data layer 0'):
+    test_imports_only_go_down()

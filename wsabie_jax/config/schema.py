@@ -1,0 +1,68 @@
+"""One config schema: config sections are dataclasses, field for field.
+
+A method's settings are a frozen dataclass whose fields are either values or
+further dataclasses (its sections: `model`, `loss`, `optim`, …). `to_config`
+writes the defaults out as a ConfigDict, so a config file starts from them and
+overrides a few; `from_config` reads a ConfigDict back, section by section,
+rejecting keys the dataclass does not have. The dataclasses are the only place
+a default is written (docs/DESIGN.md §4).
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, TypeVar
+
+import ml_collections
+
+T = TypeVar('T')
+
+
+def _section_types(cls) -> dict[str, type]:
+  """The fields of `cls` that are themselves dataclasses (its sections)."""
+  hints = typing.get_type_hints(cls)
+  return {f.name: hints[f.name] for f in dataclasses.fields(cls)
+          if dataclasses.is_dataclass(hints[f.name])}
+
+
+def to_config(cls, **overrides) -> ml_collections.ConfigDict:
+  """The defaults of a (section) dataclass as a ConfigDict; fields without a
+  default (sizes read from the data) are left out."""
+  sections = _section_types(cls)
+  out = {}
+  for f in dataclasses.fields(cls):
+    if f.name in sections:
+      out[f.name] = to_config(sections[f.name])
+    elif f.default is not dataclasses.MISSING:
+      out[f.name] = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+      out[f.name] = f.default_factory()
+  c = ml_collections.ConfigDict(out)
+  c.update(overrides)
+  return c
+
+
+def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: str = 'config',
+                **given: Any) -> T:
+  """`cls` from the config's fields (sections recursively) plus `given` values
+  (sizes read from the data). A key `cls` lacks is an error naming it and the
+  valid ones; lists become tuples (ConfigDicts store tuples as lists)."""
+  sections = _section_types(cls)
+  names = {f.name for f in dataclasses.fields(cls)}
+  values = dict(config.items()) if config is not None else {}
+  unknown = sorted(set(values) - names)
+  if unknown:
+    raise ValueError(f'{where}: unknown field(s) {unknown}; valid: {sorted(names - set(given))}')
+  kwargs = {}
+  for name, value in values.items():
+    if name in sections:
+      kwargs[name] = from_config(sections[name], value, f'{where}.{name}')
+    else:
+      kwargs[name] = tuple(value) if isinstance(value, list) else value
+  kwargs.update(given)
+  return cls(**kwargs)
+
+
+def sections(config: ml_collections.ConfigDict, names) -> dict:
+  """The named top-level sections of a config, as one dict for `from_config`."""
+  return {name: config[name] for name in names if name in config}

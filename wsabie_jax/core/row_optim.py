@@ -1,0 +1,65 @@
+"""Row-sparse optimisers for embedding tables: SGD and row-wise Adagrad.
+
+A step hands over the rows it gathered and their gradients; only those rows
+(and their accumulators) are read, updated, projected (eqs. (2)–(3)) and
+written back — O(R·D) per step, never O(rows·D) (docs/DESIGN.md §1, the cost model).
+
+Rows repeat within a batch (a frequent label, a common visual word). No sort
+or dedup is needed: scatter-add sums the pieces of a repeated row (its
+minibatch gradient), and once every add has landed each copy of the row reads
+and projects the same value, so the final scatter-set writes it consistently.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from wsabie_jax.core import model
+
+OPTIMIZERS = ('sgd', 'adagrad')
+
+
+def init_accumulator(num_rows: int, optimizer: str, initial_value: float) -> jax.Array:
+  """Adagrad keeps one scalar per row; SGD keeps a 1-element placeholder
+  (checkpoints cannot hold zero-size arrays)."""
+  if optimizer not in OPTIMIZERS:
+    raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
+  size = num_rows if optimizer == 'adagrad' else 1
+  return jnp.full((size,), initial_value, jnp.float32)
+
+
+def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
+                grads_RxD: jax.Array, *, learning_rate: float, optimizer: str,
+                max_norm: float, eps: float = 1e-10, dense: bool | None = None):
+  """One optimiser step on the given rows, then projection into the ball.
+
+  Row-wise Adagrad: each occurrence of a row adds its mean squared gradient to
+  the row's accumulator (as per-example updates would), then every piece is
+  scaled by the accumulated value. Returns the new table and accumulator; the
+  caller donates the old ones so the scatters happen in place.
+
+  `dense` (default: R ≥ N) sums the pieces per row into an N×D buffer and
+  projects the touched rows of the whole table. It is the same update, and
+  still O(R·D) since N ≤ R; it pays off when rows repeat many times (the
+  visual-word table at web scale: B·F = 180k pieces on 10k rows), where
+  re-reading and re-writing every repeated row to project it dominated the step.
+  """
+  if optimizer not in OPTIMIZERS:
+    raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
+  num_rows = table_NxD.shape[0]
+  if dense is None:
+    dense = rows_R.shape[0] >= num_rows
+  if optimizer == 'adagrad':
+    acc_N = acc_N.at[rows_R].add(jnp.mean(jnp.square(grads_RxD), axis=-1))
+  if dense:
+    grad_NxD = jax.ops.segment_sum(grads_RxD, rows_R, num_segments=num_rows)
+    scale_N = 1.0 / (jnp.sqrt(acc_N) + eps) if optimizer == 'adagrad' else jnp.ones((num_rows,))
+    stepped_NxD = table_NxD - (learning_rate * scale_N)[:, None] * grad_NxD
+    touched_N = jnp.zeros((num_rows,), bool).at[rows_R].set(True)
+    return jnp.where(touched_N[:, None], model.project_rows(stepped_NxD, max_norm), table_NxD), acc_N
+  step_RxD = learning_rate * grads_RxD
+  if optimizer == 'adagrad':
+    step_RxD = step_RxD / (jnp.sqrt(acc_N[rows_R]) + eps)[:, None]
+  table_NxD = table_NxD.at[rows_R].add(-step_RxD)
+  projected_RxD = model.project_rows(table_NxD[rows_R], max_norm)
+  return table_NxD.at[rows_R].set(projected_RxD), acc_N

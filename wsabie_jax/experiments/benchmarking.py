@@ -1,0 +1,126 @@
+"""Timed training for benchmarks: this project and LightFM's WARP side by side.
+
+Both get the same data, the same D and the same wall-clock budget; both are
+scored with the same exact metrics (metrics.py). LightFM is an optional peer
+(`pip install wheel setuptools; pip install --no-build-isolation
+--no-use-pep517 lightfm==1.17`), never a dependency.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+from wsabie_jax.core import model
+from wsabie_jax.core import samplers
+from wsabie_jax.skipgram import step as skipgram_step
+from wsabie_jax.wsabie import step as step_lib
+from wsabie_jax.data import batching
+from wsabie_jax.data.dataset import SparseDataset
+
+
+def timed_step(cfg: step_lib.StepConfig, num_features: int, batch: dict,
+               steps: int = 50) -> float:
+  """Seconds per training step on a fixed batch, after compilation."""
+  state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  step = step_lib.make_train_step(cfg)
+  batch = jax.device_put(batch)
+  for _ in range(3):
+    state, _ = step(state, batch)
+  jax.block_until_ready(state)
+  t = time.perf_counter()
+  for _ in range(steps):
+    state, _ = step(state, batch)
+  jax.block_until_ready(state)
+  return (time.perf_counter() - t) / steps
+
+
+def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
+               budget_seconds: float, seed: int = 0):
+  """Epochs of WARP until the budget is spent: (params, per-epoch [pairs, seconds])."""
+  stream = batching.PairStream(train, batching.pad_images(train), batch_size, seed)
+  steps_per_epoch = stream.num_examples // batch_size
+  state = step_lib.init_state(jax.random.PRNGKey(seed), train.num_features, cfg)
+  step_fn = step_lib.make_train_step(cfg)
+  state, _ = step_fn(state, jax.device_put(stream.batch(0)))  # compile outside the budget
+  jax.block_until_ready(state)
+  epochs, spent, step = [], 0.0, 1
+  batches = batching.prefetch(stream.batch(s) for s in range(1, 10**9))
+  while spent < budget_seconds:
+    t = time.perf_counter()
+    end = step + steps_per_epoch
+    while step < end and spent + time.perf_counter() - t < budget_seconds:
+      state, _ = step_fn(state, next(batches))
+      step += 1
+    jax.block_until_ready(state)
+    seconds = time.perf_counter() - t
+    epochs.append([(steps_per_epoch - (end - step)) * batch_size, seconds])
+    spent += seconds
+  batches.close()
+  return state.params, epochs
+
+
+def to_csr(ds: SparseDataset):
+  import scipy.sparse as sp
+  rows = np.repeat(np.arange(ds.num_images), np.diff(ds.feat_indptr))
+  return sp.csr_matrix((ds.feat_val, (rows, ds.feat_idx)), shape=(ds.num_images, ds.num_features))
+
+
+def train_lightfm(train: SparseDataset, dim: int, budget_seconds: float, threads: int = 2,
+                  seed: int = 0, **lightfm_kw):
+  """LightFM WARP on the same pairs: images are users with feature rows, labels are items."""
+  import scipy.sparse as sp
+  from lightfm import LightFM
+  rows = np.repeat(np.arange(train.num_images), np.diff(train.label_indptr))
+  interactions = sp.coo_matrix((np.ones(len(rows), np.float32), (rows, train.label_idx)),
+                               shape=(train.num_images, train.num_labels))
+  features = to_csr(train)
+  lfm = LightFM(no_components=dim, loss='warp', random_state=seed, **lightfm_kw)
+  epochs, spent = [], 0.0
+  while spent < budget_seconds:
+    t = time.perf_counter()
+    lfm.fit_partial(interactions, user_features=features, epochs=1, num_threads=threads)
+    seconds = time.perf_counter() - t
+    epochs.append([interactions.nnz, seconds])
+    spent += seconds
+  return lfm, epochs
+
+
+def lightfm_as_params(lfm, test: SparseDataset):
+  """LightFM's ranking as WSABIE parameters: x' = [user embedding, 1], W' = [item, bias].
+
+  The user bias is the same for every label, so it cannot change a ranking.
+  """
+  _, user_NxD = lfm.get_user_representations(to_csr(test))
+  item_bias_Y, item_YxD = lfm.get_item_representations()
+  V = np.concatenate([user_NxD, np.ones((len(user_NxD), 1))], 1).astype(np.float32)
+  W = np.concatenate([item_YxD, item_bias_Y[:, None]], 1).astype(np.float32)
+  padded = batching.pad_images(test)
+  identity = padded._replace(feat_idx_nxF=np.arange(test.num_images, dtype=np.int32)[:, None],
+                             feat_val_nxF=np.ones((test.num_images, 1), np.float32))
+  return model.Params(V, W), identity
+
+
+def summarize(epochs: list) -> dict:
+  pairs, seconds = np.asarray(epochs, np.float64).T
+  full = pairs == pairs.max()  # the last epoch may be cut by the budget
+  rates = pairs[full] / seconds[full]
+  return {'examples_per_sec': float(pairs.sum() / seconds.sum()), 'epochs': float(pairs.sum() / pairs.max()),
+          'seconds': float(seconds.sum()), 'first_epoch_rate': float(rates[0]),
+          'last_epoch_rate': float(rates[-1])}
+
+
+
+def timed_skipgram_step(cfg, words_VxD, stream, tag_counts_Y, steps: int = 20) -> float:
+  """Seconds per paper 004 step over real batches (compiled first, steps 1..steps)."""
+  state = skipgram_step.init_state(jax.random.PRNGKey(0), cfg, words_VxD)
+  step = skipgram_step.make_train_step(cfg, samplers.tag_cdf(tag_counts_Y, cfg.loss.negative_power))
+  batches = [jax.device_put(stream.batch(s)) for s in range(steps + 1)]
+  state, _ = step(state, batches[0])
+  jax.block_until_ready(state)
+  t = time.perf_counter()
+  for b in batches[1:]:
+    state, _ = step(state, b)
+  jax.block_until_ready(state)
+  return (time.perf_counter() - t) / steps

@@ -1,0 +1,32 @@
+"""What the launch scripts and notebooks call: train a config into a workdir,
+restore a workdir's best model, evaluate it, annotate with it."""
+from __future__ import annotations
+
+import ml_collections
+
+from wsabie_jax import methods
+from wsabie_jax.training import loop, workdir as workdir_lib
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
+  """Trains config.method (resuming from workdir), tests the best checkpoint,
+  writes metrics.json and returns its contents."""
+  return loop.train_and_evaluate(config, workdir, methods.build)
+
+
+class Restored:
+  """A workdir's config, vocabulary and best state, with its method."""
+
+  def __init__(self, workdir):
+    self.workdir = workdir
+    self.config = workdir_lib.load_config(workdir)
+    self.vocab = workdir_lib.load_vocabulary(workdir)
+    self.method = methods.of(self.config)
+    self.state = workdir_lib.restore_best(workdir, self.method.like_state(self.config, self.vocab))
+
+  def scorer(self):
+    """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD)."""
+    return self.method.scorer(self.config, self.vocab, self.state)
+
+  def evaluate(self, split: str = 'test', baseline: bool = False) -> dict:
+    return self.method.evaluate(self.config, self.vocab, self.state, split, baseline)

@@ -1,0 +1,39 @@
+"""The method registry: `config.method` → the module that builds it.
+
+Each module (wsabie.py, skipgram.py, parts.py) defines the same functions:
+
+  base_config(data=None, **sections)   the method's config, defaults from its dataclasses
+  build(config, mesh) -> Method        what the training loop needs (training/method.py)
+  like_state(config, vocab)            a state shaped like a workdir's checkpoints
+  scorer(config, vocab, state)         (embed_fn, labels_YxD): what annotation ranks with
+  evaluate(config, vocab, state, split, baseline)   a restored model's metrics on a split
+
+An explicit dict, no registration by import side effect.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import ml_collections
+
+REGISTRY = {
+    'wsabie': 'wsabie_jax.methods.wsabie',      # paper 000 (and 001, 003)
+    'skipgram': 'wsabie_jax.methods.skipgram',  # paper 004
+    'parts': 'wsabie_jax.methods.parts',        # paper 002
+}
+
+
+def get(name: str) -> ModuleType:
+  if name not in REGISTRY:
+    raise ValueError(f'config.method={name!r} is not one of {sorted(REGISTRY)}')
+  return importlib.import_module(REGISTRY[name])
+
+
+def of(config: ml_collections.ConfigDict) -> ModuleType:
+  """The module of config.method ('wsabie' when absent)."""
+  return get(config.get('method', 'wsabie'))
+
+
+def build(config: ml_collections.ConfigDict, mesh):
+  return of(config).build(config, mesh)

@@ -1,0 +1,117 @@
+"""WSABIE (paper 000) for the training loop: config → StepConfig, state, step, scorer.
+
+Config sections model, loss and optim are wsabie/step.py's ModelConfig,
+LossConfig and OptimConfig, field for field (`base_config` writes their
+defaults); data, train and eval are the shared presets.
+"""
+from __future__ import annotations
+
+import jax
+import ml_collections
+
+from wsabie_jax import data as data_lib
+from wsabie_jax.config import from_config, presets, to_config
+from wsabie_jax.core import evaluation
+from wsabie_jax.methods import common
+from wsabie_jax.training import parallel
+from wsabie_jax.training.method import Method
+from wsabie_jax.wsabie import step as step_lib
+
+SECTIONS = ('model', 'loss', 'optim')
+
+
+def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml_collections.ConfigDict:
+  """WSABIE's defaults on the given data (the synthetic default when None)."""
+  defaults = to_config(step_lib.StepConfig)
+  return presets.assemble('wsabie', {name: defaults[name] for name in SECTIONS},
+                          data if data is not None else presets.synthetic_data(), **sections)
+
+
+def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.StepConfig:
+  return from_config(step_lib.StepConfig, {k: config[k] for k in SECTIONS}, 'config',
+                     num_labels=num_labels)
+
+
+def init_state(config, num_features: int, num_labels: int) -> step_lib.TrainState:
+  return step_lib.init_state(jax.random.PRNGKey(config.seed), num_features,
+                             step_config(config, num_labels))
+
+
+def build(config: ml_collections.ConfigDict, mesh) -> Method:
+  splits = common.load_splits(config)
+  train = splits[0]
+  cfg = step_config(config, train.num_labels)
+  stream = data_lib.pair_stream(train, config.train.batch_size, config.seed)
+  if mesh.devices.size > 1 and cfg.loss.kind != 'exact':
+    train_step = step_lib.make_parallel_train_step(cfg, mesh)
+    place = lambda state: parallel.replicate(state, mesh)
+    put = lambda batch: parallel.shard_batch(batch, mesh)
+  else:
+    train_step, place, put = step_lib.make_train_step(cfg), lambda s: s, jax.device_put
+  probe = None
+  if config.train.get('probe_pairs', 0):  # fixed training pairs, for paper 003 Fig. 1
+    probe = data_lib.pair_stream(train, config.train.probe_pairs, config.seed + 1).batch(0)
+
+  def on_validation(state) -> dict:
+    if probe is None:
+      return {}
+    return {f'uniform_{k}': v for k, v in evaluation.uniform_draws_needed(
+        state.params, probe, cfg.loss.margin, cfg.model.score).items()}
+
+  seen = common.num_seen(train)
+  return common.ranking_method(
+      config, splits, lambda state: _scorer(state, seen), on_validation,
+      lambda state, test, kw, workdir: {},
+      init_state=lambda: init_state(config, train.num_features, train.num_labels),
+      place=place, stream=stream, train_step=train_step, put=put,
+      vocabulary=common.vocabulary(train))
+
+
+def like_state(config: ml_collections.ConfigDict, vocab: dict) -> step_lib.TrainState:
+  """A state shaped like a workdir's checkpoints (from its vocabulary.json), to restore into."""
+  return init_state(config, vocab['num_features'], len(vocab['label_names']))
+
+
+def _scorer(state, num_labels: int):
+  V = state.params.V_dxD
+  return (lambda i, v: evaluation.embed(V, i, v)), state.params.W_YxD[:num_labels]
+
+
+def scorer(config: ml_collections.ConfigDict, vocab: dict, state):
+  """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD) of a restored state."""
+  return _scorer(state, vocab.get('num_seen_labels') or len(vocab['label_names']))
+
+
+def evaluate(config: ml_collections.ConfigDict, vocab: dict, state, split: str,
+             baseline: bool) -> dict:
+  """Ranking metrics of a restored state on a split of its data (launch/evaluate.py)."""
+  train, valid, test = common.load_splits(config)
+  return common.evaluate_split(config, train, test if split == 'test' else valid,
+                               scorer(config, vocab, state), baseline)
+
+
+# Paper 003 Tables 2 and 4: one negative sampler and loss per row.
+SAMPLER_ROWS = ('warp', 'vse_hinge', 'vse_warp', 'auc')
+
+
+def apply_sampler_row(c: ml_collections.ConfigDict, row: str, adaptive_draws: int,
+                      rank_scale: float) -> ml_collections.ConfigDict:
+  """warp: uniform fixed-budget WARP (K parallel draws, first violator);
+  vse_hinge: adaptive draws (paper 003 Alg. 1), plain hinge against the first
+  draw that is not a positive (the paper's VSE-ens); vse_warp: adaptive draws
+  with WARP weighting by importance (warp.importance_weight); auc: one uniform
+  negative, plain hinge (Opt-AUC / paper 000's AUC)."""
+  if row not in SAMPLER_ROWS:
+    raise ValueError(f'unknown row {row!r} (expected one of {SAMPLER_ROWS})')
+  c.train.select_metric = 'p@5'
+  if row == 'warp':
+    c.train.probe_pairs = 1000  # paper 003 Fig. 1: draws uniform WARP needs per update
+  elif row == 'auc':
+    c.loss.kind = 'auc'
+  else:
+    c.loss.update(sampler='adaptive', num_draws=adaptive_draws, rank_scale=rank_scale)
+    if row == 'vse_hinge':
+      c.loss.kind = 'auc'
+    else:
+      c.loss.update(kind='warp', violators='all', rank_estimate='violator_count')
+  return c

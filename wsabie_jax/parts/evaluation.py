@@ -1,0 +1,137 @@
+"""Paper 002 §6.2's three tasks, exact: Image Annotation, Part-Object Labeling, Triplet.
+
+For a quadruplet (Io, Lo, Ip, Lp) let a = f_I(Io, ·) and b = f_I(Ip, ·) over
+the K labels. A scoring adds β·W_i·W_j (β = α for "Image-Word", 0 for
+"Image") and, for the WordNet-offset variant (§6.5), λ·R_ij with R the
+training part-of relations:
+
+  Part-Object Labeling  rank of (Lo, Lp) among all K² pairs by a_i + b_j + β W_i·W_j + λ R_ij;
+  Triplet               rank of Lo given Lp (a_i + β W_i·W_Lp + λ R_i,Lp), and of Lp given Lo;
+  Image Annotation      rank of Lo by a, of Lp by b.
+
+Ranks count the candidates scored strictly higher. The K² count runs on
+device over chunks of C object labels (B×C×K scores at a time, never B×K²),
+so nothing of size K² per quadruplet is ever held. p@k = 1{rank < k}/k and
+MAP = mean 1/(rank + 1), as paper 002 defines them for one correct answer.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from wsabie_jax.core import model
+
+
+@functools.partial(jax.jit, static_argnames=('chunk',))
+def pair_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK, chunk: int = 64):
+  """Exact rank of (lo, lp) among the K² pairs, per quadruplet."""
+  K = a_BxK.shape[1]
+  num_chunks = -(-K // chunk)
+  rows = jnp.arange(num_chunks * chunk).reshape(num_chunks, chunk)
+  rows_valid = rows < K
+  rows = jnp.minimum(rows, K - 1)
+  B = a_BxK.shape[0]
+  true_B = (a_BxK[jnp.arange(B), lo_B] + b_BxK[jnp.arange(B), lp_B]
+            + beta * jnp.sum(W_KxD[lo_B] * W_KxD[lp_B], -1) + offset_KxK[lo_B, lp_B])
+
+  def count(total_B, xs):
+    rows_C, valid_C = xs
+    label_CxK = beta * W_KxD[rows_C] @ W_KxD.T + offset_KxK[rows_C]
+    s_BxCxK = a_BxK[:, rows_C][:, :, None] + b_BxK[:, None, :] + label_CxK[None]
+    above = (s_BxCxK > true_B[:, None, None]) & valid_C[None, :, None]
+    return total_B + jnp.sum(above, (1, 2), dtype=jnp.int32), None
+
+  total_B, _ = jax.lax.scan(count, jnp.zeros((B,), jnp.int32), (rows, rows_valid))
+  return total_B
+
+
+@jax.jit
+def triplet_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK):
+  """(rank of Lo given Lp, rank of Lp given Lo)."""
+  B = a_BxK.shape[0]
+  obj_BxK = a_BxK + beta * W_KxD[lp_B] @ W_KxD.T + offset_KxK[:, lp_B].T
+  part_BxK = b_BxK + beta * W_KxD[lo_B] @ W_KxD.T + offset_KxK[lo_B]
+  rank = lambda s_BxK, true_B: jnp.sum(s_BxK > s_BxK[jnp.arange(B), true_B][:, None], 1)
+  return rank(obj_BxK, lo_B), rank(part_BxK, lp_B)
+
+
+@jax.jit
+def couple_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK, couples_Cx2):
+  """Rank of (lo, lp) among a list of candidate couples (§6.5, Table 5: the
+  training relations and the unseen ones), scored as in `pair_ranks`."""
+  ci, cj = couples_Cx2[:, 0], couples_Cx2[:, 1]
+  B = a_BxK.shape[0]
+  s_BxC = (a_BxK[:, ci] + b_BxK[:, cj] + beta * jnp.sum(W_KxD[ci] * W_KxD[cj], -1)[None]
+           + offset_KxK[ci, cj][None])
+  true_B = (a_BxK[jnp.arange(B), lo_B] + b_BxK[jnp.arange(B), lp_B]
+            + beta * jnp.sum(W_KxD[lo_B] * W_KxD[lp_B], -1) + offset_KxK[lo_B, lp_B])
+  return jnp.sum(s_BxC > true_B[:, None], 1)
+
+
+def annotation_rank(s_BxK, true_B):
+  return jnp.sum(s_BxK > s_BxK[jnp.arange(s_BxK.shape[0]), true_B][:, None], 1)
+
+
+def rank_metrics(ranks: np.ndarray, prefix: str) -> dict[str, float]:
+  ranks = np.asarray(ranks, np.float64)
+  return {f'{prefix}p@1': float(np.mean(ranks < 1)), f'{prefix}p@10': float(np.mean(ranks < 10) / 10),
+          f'{prefix}map': float(np.mean(1.0 / (ranks + 1))), f'{prefix}mean_rank': float(ranks.mean() + 1)}
+
+
+SCORINGS = {'iw': 'Image-Word', 'i': 'Image', 'io': 'Image + WordNet offset'}
+
+
+def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
+             offset: float = 100.0, batch_size: int = 128, chunk: int = 64,
+             scorings=('iw', 'i'), couples_Cx2=None) -> dict[str, float]:
+  """The three tasks over fixed quadruplets (a batch dict as QuadrupletStream.batch).
+
+  Metric names: `<scoring>_<task>_<metric>`, scoring iw / i / io, task
+  annot / pair / triplet (and `couples`, the rank among `couples_Cx2`, when
+  given); e.g. iw_pair_map. `io` adds λ = `offset` to the pairs in
+  `relations_Rx2` (the relations training saw).
+  """
+  K = W_KxD.shape[0]
+  R = np.zeros((K, K), np.float32)
+  if relations_Rx2 is not None and len(relations_Rx2):
+    R[relations_Rx2[:, 0], relations_Rx2[:, 1]] = offset
+  zero, R = jnp.zeros((K, K), jnp.float32), jnp.asarray(R)
+  settings = {'iw': (alpha, zero), 'i': (0.0, zero), 'io': (0.0, R)}
+  n = len(quads['obj_label_B'])
+  ranks: dict[str, list] = {}
+  for start in range(0, n, batch_size):
+    sl = slice(start, start + batch_size)
+    a = model.score_all(model.embed_images(V_dxD[quads['obj_idx_BxF'][sl]], quads['obj_val_BxF'][sl]),
+                        T_KxD, 'dot')
+    b = model.score_all(model.embed_images(V_dxD[quads['part_idx_BxF'][sl]], quads['part_val_BxF'][sl]),
+                        T_KxD, 'dot')
+    lo, lp = jnp.asarray(quads['obj_label_B'][sl]), jnp.asarray(quads['part_label_B'][sl])
+    ranks.setdefault('annot', []).append(np.concatenate([annotation_rank(a, lo), annotation_rank(b, lp)]))
+    for name in scorings:
+      beta, off = settings[name]
+      ranks.setdefault(f'{name}_pair', []).append(pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk))
+      ro, rp = triplet_ranks(a, b, W_KxD, lo, lp, beta, off)
+      ranks.setdefault(f'{name}_triplet', []).append(np.concatenate([ro, rp]))
+      if couples_Cx2 is not None:
+        ranks.setdefault(f'{name}_couples', []).append(
+            couple_ranks(a, b, W_KxD, lo, lp, beta, off, jnp.asarray(couples_Cx2)))
+  out = {}
+  for task, parts in ranks.items():
+    out.update(rank_metrics(np.concatenate([np.asarray(p) for p in parts]), f'{task}_'))
+  return out
+
+
+def nearest_labels(W_KxD, names: list[str], queries: list[str], k: int = 5) -> dict[str, list[str]]:
+  """Paper 002 Table 6: each query label's k nearest labels by cosine in W."""
+  W = np.asarray(W_KxD, np.float64)
+  unit = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
+  index = {n: i for i, n in enumerate(names)}
+  out = {}
+  for q in queries:
+    sims = unit @ unit[index[q]]
+    sims[index[q]] = -np.inf
+    out[q] = [names[i] for i in np.argsort(-sims)[:k]]
+  return out

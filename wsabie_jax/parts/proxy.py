@@ -1,0 +1,125 @@
+"""Paper 002's proxy supervision (§4.3.2): object and part images paired through part-of.
+
+From images labelled with synsets and the part-of relations among those
+synsets, a quadruplet (Io, Lo, Ip, Lp) pairs an image of an object Lo with an
+image of one of its parts Lp — the part image is another image, never a crop
+of the object's. Images are split into train/valid/test; a relation is kept
+only if each split has an image of its whole and a different image of its
+part ("every relation in every split"), and only between labels with at
+least `min_images` images. Quadruplets are drawn per step from the training
+images (paper: 10M from 324k images) and as fixed sets for evaluation.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from wsabie_jax.data.batching import EpochOrder, pad_images
+from wsabie_jax.data.dataset import SparseDataset
+
+
+@dataclasses.dataclass(frozen=True)
+class ProxyConfig:
+  """Paper 002's proxy data and its evaluation sets (config section `proxy`)."""
+  min_images: int = 10          # a synset needs this many images to be kept
+  num_valid: int = 2000         # fixed validation quadruplets
+  num_test: int = 5000          # fixed test quadruplets
+  offset: float = 100.0         # λ of the WordNet offset scoring (§6.5)
+  unseen_fraction: float = 0.1  # relations kept out of training, in test (§6.5, Table 5)
+  nearest_queries: tuple[str, ...] = ('toe.n.01', 'radio-phonograph.n.01', 'loudspeaker.n.01',
+                                      'car.n.01', 'wheel.n.01')   # Table 6
+
+
+@dataclasses.dataclass
+class ProxyData:
+  splits: dict            # 'train' | 'valid' | 'test' -> SparseDataset
+  relations_Rx2: np.ndarray  # (whole label, part label), kept in every split
+  dropped_relations: int
+  unseen_Rx2: np.ndarray = None  # relations training never sees (§6.5), a subset of the above
+
+  @property
+  def seen_Rx2(self) -> np.ndarray:
+    """The relations training quadruplets are drawn from."""
+    unseen = {tuple(r) for r in self.unseen_Rx2}
+    return np.asarray([r for r in self.relations_Rx2 if tuple(r) not in unseen]).reshape(-1, 2)
+
+
+def label_index(ds: SparseDataset):
+  """(indptr_Y+1, images): the images of label y are images[indptr[y]:indptr[y+1]]."""
+  owner = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
+  order = np.argsort(ds.label_idx, kind='stable')
+  counts = np.bincount(ds.label_idx, minlength=ds.num_labels)
+  return np.concatenate([[0], np.cumsum(counts)]), owner[order]
+
+
+def build(ds: SparseDataset, relations, fractions=(0.8, 0.1, 0.1), min_images: int = 10,
+          seed: int = 0, unseen_fraction: float = 0.0) -> ProxyData:
+  """Splits the images and keeps the relations every split can serve; a random
+  `unseen_fraction` of those is kept out of training (paper 002 §6.5)."""
+  if not np.isclose(sum(fractions), 1.0):
+    raise ValueError(f'split fractions {fractions} must sum to 1')
+  rel = np.asarray(relations, np.int64).reshape(-1, 2)
+  order = np.random.default_rng([seed, 11]).permutation(ds.num_images)
+  ends = np.round(np.cumsum(fractions) * ds.num_images).astype(int)
+  parts = np.split(order, ends[:-1])
+  splits = {name: ds.subset(np.sort(p)) for name, p in zip(('train', 'valid', 'test'), parts)}
+  keep = ds.label_frequencies()[rel].min(1) >= min_images
+  for split in splits.values():
+    counts = split.label_frequencies()
+    # An object image and a *different* part image: two images, or each label on one.
+    whole_n, part_n = counts[rel[:, 0]], counts[rel[:, 1]]
+    keep &= (whole_n > 0) & (part_n > 0) & (whole_n + part_n >= 2)
+  kept = rel[keep]
+  unseen = np.random.default_rng([seed, 13]).random(len(kept)) < unseen_fraction
+  return ProxyData(splits, kept, int((~keep).sum()), kept[unseen])
+
+
+class QuadrupletStream:
+  """Batch `step` of quadruplets from one split: a relation uniformly, then an image
+  of its whole and a different image of its part uniformly (a pure function of
+  (seed, step), like the other streams)."""
+
+  def __init__(self, ds: SparseDataset, relations_Rx2: np.ndarray, batch_size: int, seed: int):
+    if len(relations_Rx2) == 0:
+      raise ValueError('no part-of relation survives in this split')
+    self.ds, self.relations, self.batch_size, self.seed = ds, relations_Rx2, batch_size, seed
+    self.indptr, self.images = label_index(ds)
+    labels_of_images = np.repeat(np.arange(ds.num_labels), np.diff(self.indptr))
+    self.keys = labels_of_images * ds.num_images + self.images  # ascending
+    self.padded = pad_images(ds)
+    self.order = EpochOrder(len(relations_Rx2), batch_size, seed)
+    self.position = self.order.position
+
+  @property
+  def num_examples(self) -> int:
+    return len(self.relations)
+
+  def _pick(self, rng, labels, avoid=None):
+    """An image of each label, uniformly; with `avoid`, uniformly among the others."""
+    start, count = self.indptr[labels], self.indptr[labels + 1] - self.indptr[labels]
+    if avoid is None:
+      return self.images[start + (rng.random(len(labels)) * count).astype(np.int64)]
+    # Images ascend within a label, so `avoid`'s slot is a binary search away.
+    n = self.ds.num_images
+    at = np.minimum(np.searchsorted(self.keys, labels * n + avoid), len(self.keys) - 1)
+    has = self.keys[at] == labels * n + avoid
+    j = (rng.random(len(labels)) * (count - has)).astype(np.int64)
+    return self.images[start + j + (has & (j >= at - start))]
+
+  def quadruplets(self, step: int):
+    """(io, lo, ip, lp) arrays of batch `step`."""
+    rng = np.random.default_rng([self.seed, 12, step])
+    r = self.order.ids(step)
+    lo, lp = self.relations[r, 0], self.relations[r, 1]
+    io = self._pick(rng, lo)
+    ip = self._pick(rng, lp, avoid=io)
+    return io, lo, ip, lp
+
+  def batch(self, step: int) -> dict:
+    io, lo, ip, lp = self.quadruplets(step)
+    p = self.padded
+    return {'obj_idx_BxF': p.feat_idx_nxF[io], 'obj_val_BxF': p.feat_val_nxF[io],
+            'part_idx_BxF': p.feat_idx_nxF[ip], 'part_val_BxF': p.feat_val_nxF[ip],
+            'obj_label_B': lo.astype(np.int32), 'part_label_B': lp.astype(np.int32),
+            'weight_B': np.ones(len(lo), np.float32)}

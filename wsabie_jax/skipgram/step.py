@@ -1,0 +1,180 @@
+"""State and jitted step for the image–word objectives of paper 004.
+
+The image tower is a dense flax network trained with optax (Adam). The word
+table V∪ = [V_I | V_D] (paper 004 §2.1) has one row per training tag
+(rows 0..num_tags−1) and then the words only the text embedding has; when
+`joint`, the rows a step drew are updated row-sparsely (row-wise Adagrad, the
+cost rule of docs/DESIGN.md §1), as the paper keeps and updates the word layer apart
+from the network (§3.2). The full objectives score every training tag, so
+they update all V_I rows each step: that O(Y·D) cost is what Table 1 times.
+
+A batch holds B images with static shapes:
+  feat_idx_BxF, feat_val_BxF  the image's non-zeros, padded with value 0;
+  pos_BxT, num_pos_B          its tags, sorted, padded with an id ≥ num_tags;
+  weight_B                    1 for real images, 0 for padding.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from wsabie_jax.core import row_optim
+from wsabie_jax.core import samplers
+from wsabie_jax.skipgram import objectives
+from wsabie_jax.skipgram import tower as tower_lib
+
+NEGATIVES = ('frequency', 'adjacent')
+
+
+@dataclasses.dataclass(frozen=True)
+class TowerConfig:
+  widths: tuple[int, ...] = (1024, 300)   # the tower's hidden widths, then D (the words')
+  score: str = 'dot'            # images and words meet by the dot product
+
+
+@dataclasses.dataclass(frozen=True)
+class SkipGramLoss:
+  kind: str = 'xent'            # 'xent' (eq. (1)) | 'fast0tag' (eq. (5))
+  sampled: bool = True          # False: the full objective over all tags
+  num_positives: int = 5        # P (§2.2: the knee of Fig. 2(c))
+  num_negatives: int = 10       # N
+  negatives: str = 'frequency'  # the tag distribution | 'adjacent' image's tags (§3.3)
+  negative_power: float = 1.0   # negatives ∝ tag count^power
+  alpha: float = 0.01           # eq. (1)'s co-occurrence weight
+  beta: float = 1.0             # eq. (5)'s scale
+  joint: bool = True            # optimise the word vectors (the paper's "Opt")
+
+  def __post_init__(self):
+    for field, allowed in (('kind', objectives.LOSSES), ('negatives', NEGATIVES)):
+      if getattr(self, field) not in allowed:
+        raise ValueError(f'loss.{field}={getattr(self, field)!r} is not one of {allowed}')
+    if self.num_positives < 1 or self.num_negatives < 1:
+      raise ValueError(f'loss.num_positives={self.num_positives} and loss.num_negatives='
+                       f'{self.num_negatives} must be ≥ 1')
+
+
+@dataclasses.dataclass(frozen=True)
+class SkipGramOptim:
+  tower_learning_rate: float = 1e-3  # Adam, the tower
+  kind: str = 'adagrad'         # the word rows: row-wise Adagrad | 'sgd'
+  learning_rate: float = 0.05   # the word rows
+  adagrad_init: float = 0.1
+
+  def __post_init__(self):
+    if self.kind not in row_optim.OPTIMIZERS:
+      raise ValueError(f'optim.kind={self.kind!r} is not one of {row_optim.OPTIMIZERS}')
+
+
+@dataclasses.dataclass(frozen=True)
+class SkipGramConfig:
+  """Paper 004's settings; the config sections model, loss and optim, field for field."""
+  num_features: int             # d, read from the data
+  num_tags: int                 # |V_I|: the tags seen in training, word rows 0..num_tags−1
+  model: TowerConfig = TowerConfig()
+  loss: SkipGramLoss = SkipGramLoss()
+  optim: SkipGramOptim = SkipGramOptim()
+
+  @property
+  def tower(self) -> tower_lib.ImageTower:
+    return tower_lib.ImageTower(self.num_features, tuple(self.model.widths))
+
+  @property
+  def tower_optimizer(self) -> optax.GradientTransformation:
+    return optax.adam(self.optim.tower_learning_rate)
+
+
+class SkipGramState(NamedTuple):
+  step: jax.Array
+  tower: Any              # flax params of the image tower
+  tower_opt: Any          # its optax state
+  words_VxD: jax.Array    # V∪ = [V_I | V_D]
+  acc_words_V: jax.Array  # row-wise Adagrad accumulators of the word rows
+  key: jax.Array
+
+
+def init_state(key: jax.Array, cfg: SkipGramConfig, words_VxD, max_features: int = 1) -> SkipGramState:
+  """Tower initialised at random; words from the (pretrained) table V∪."""
+  key_init, key_steps = jax.random.split(key)
+  dummy = jnp.zeros((1, max_features), jnp.int32)
+  params = cfg.tower.init(key_init, dummy, dummy.astype(jnp.float32))['params']
+  words_VxD = jnp.asarray(words_VxD, jnp.float32)
+  if words_VxD.shape[1] != cfg.model.widths[-1]:
+    raise ValueError(f'the word vectors have {words_VxD.shape[1]} dimensions but the tower '
+                     f'ends in {cfg.model.widths[-1]} (config.model.widths)')
+  return SkipGramState(jnp.zeros((), jnp.int32), params, cfg.tower_optimizer.init(params),
+                       words_VxD,
+                       row_optim.init_accumulator(words_VxD.shape[0], cfg.optim.kind,
+                                                  cfg.optim.adagrad_init),
+                       key_steps)
+
+
+def embed(cfg: SkipGramConfig, tower_params, feat_idx_BxF, feat_val_BxF) -> jax.Array:
+  return cfg.tower.apply({'params': tower_params}, feat_idx_BxF, feat_val_BxF)
+
+
+def draw_tags(cfg: SkipGramConfig, key: jax.Array, batch: dict, tag_cdf_Y: jax.Array):
+  """P positives (with replacement) and N negatives per image, and which negatives count."""
+  key_pos, key_neg = jax.random.split(key)
+  pos_BxT, num_pos_B = batch['pos_BxT'], batch['num_pos_B']
+  pos_BxP = samplers.sample_tags(key_pos, pos_BxT, num_pos_B, cfg.loss.num_positives)
+  if cfg.loss.negatives == 'adjacent':
+    neg_BxN = samplers.adjacent_draws(key_neg, pos_BxT, num_pos_B, cfg.loss.num_negatives)
+  else:
+    neg_BxN = samplers.frequency_draws(key_neg, tag_cdf_Y,
+                                       (pos_BxT.shape[0], cfg.loss.num_negatives))
+  return pos_BxP, neg_BxN, ~samplers.is_positive(neg_BxN, pos_BxT)
+
+
+def train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array, state: SkipGramState, batch: dict):
+  """One step of eq. (1) or (5); the sampled forms touch only the drawn word rows."""
+  weight_B = batch['weight_B']
+  words = state.words_VxD
+  D = words.shape[1]
+  if cfg.loss.sampled:
+    pos_BxP, neg_BxN, neg_ok_BxN = draw_tags(cfg, jax.random.fold_in(state.key, state.step),
+                                             batch, tag_cdf_Y)
+    rows_R = jnp.concatenate([pos_BxP, neg_BxN], axis=1).reshape(-1)
+    P = cfg.loss.num_positives
+
+    def loss_fn(tower_params, rows_RxD):
+      image_BxD = embed(cfg, tower_params, batch['feat_idx_BxF'], batch['feat_val_BxF'])
+      rows_BxKxD = rows_RxD.reshape(weight_B.shape[0], -1, D)
+      v_pos, v_neg = rows_BxKxD[:, :P], rows_BxKxD[:, P:]
+      if cfg.loss.kind == 'xent':
+        loss_B = objectives.sampled_xent(image_BxD, v_pos, v_neg, pos_BxP, neg_ok_BxN,
+                                         cfg.loss.alpha)
+      else:
+        loss_B = objectives.sampled_fast0tag(image_BxD, v_pos, v_neg, neg_ok_BxN, cfg.loss.beta)
+      return jnp.sum(weight_B * loss_B)
+  else:
+    rows_R = jnp.arange(cfg.num_tags)
+
+    def loss_fn(tower_params, rows_RxD):
+      image_BxD = embed(cfg, tower_params, batch['feat_idx_BxF'], batch['feat_val_BxF'])
+      full = objectives.full_xent if cfg.loss.kind == 'xent' else objectives.full_fast0tag
+      weight = cfg.loss.alpha if cfg.loss.kind == 'xent' else cfg.loss.beta
+      return jnp.sum(weight_B * full(image_BxD, rows_RxD, batch['pos_BxT'], weight))
+
+  # The loss is summed over images: each word row gets its per-image gradients
+  # (as WSABIE's rows do); Adam's steps do not depend on the gradient's scale.
+  if cfg.loss.joint:
+    loss, (g_tower, g_rows_RxD) = jax.value_and_grad(loss_fn, (0, 1))(state.tower, words[rows_R])
+    words, acc = row_optim.update_rows(
+        words, state.acc_words_V, rows_R, g_rows_RxD, learning_rate=cfg.optim.learning_rate,
+        optimizer=cfg.optim.kind, max_norm=jnp.inf, dense=not cfg.loss.sampled)
+  else:  # fixed word vectors: only the tower learns
+    loss, g_tower = jax.value_and_grad(loss_fn)(state.tower, words[rows_R])
+    acc = state.acc_words_V
+  updates, tower_opt = cfg.tower_optimizer.update(g_tower, state.tower_opt, state.tower)
+  tower_params = optax.apply_updates(state.tower, updates)
+  stats = {'loss': loss, 'pairs': jnp.sum(weight_B > 0)}
+  return SkipGramState(state.step + 1, tower_params, tower_opt, words, acc, state.key), stats
+
+
+def make_train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array):
+  """The jitted step with the state donated."""
+  return jax.jit(lambda state, batch: train_step(cfg, tag_cdf_Y, state, batch), donate_argnums=0)

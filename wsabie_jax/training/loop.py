@@ -1,0 +1,129 @@
+"""The training loop: steps, validation and early stopping, checkpoints, summaries.
+
+Alg. 1's outer loop (paper 000 §3): repeat steps "until validation error does
+not improve", evaluating on a validation subset every so often, keeping the
+best checkpoint, and finally scoring the best one on the test split. The
+method (what to train, how to validate and test it) comes in as plain data
+(method.Method), built by `build(config, mesh)`; this module knows none.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import pathlib
+from typing import Callable
+
+import jax
+import ml_collections
+
+from wsabie_jax.data import batching
+from wsabie_jax.training import checkpoints, parallel, workdir as workdir_lib
+from wsabie_jax.training.method import Method
+from wsabie_jax.training.progress import Progress
+from wsabie_jax.training.recorder import Clock, Recorder, Summaries, read_stats
+
+log = logging.getLogger('wsabie_jax')
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
+                       build: Callable[[ml_collections.ConfigDict, object], Method]) -> dict:
+  """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json."""
+  workdir = pathlib.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
+  mesh = parallel.make_mesh(config.train.get('num_devices', 0))
+  method = build(config, mesh)
+  metric = config.train.select_metric
+  if metric not in method.select_metrics:
+    raise ValueError(f'config.train.select_metric={metric!r} is not one of '
+                     f'{sorted(method.select_metrics)}')
+  log.info('data: %s', method.description)
+  workdir_lib.save_vocabulary(workdir, method.vocabulary)
+  if mesh.devices.size > 1:
+    log.info('data parallel over %d devices', mesh.devices.size)
+  ckpts = checkpoints.Checkpoints(workdir)
+  state, record = method.init_state(), None
+  restored = ckpts.restore(ckpts.latest, state)
+  if restored is not None:
+    state, record = restored
+    log.info('resumed from step %d (%s)', int(state.step), record)
+  summaries = Summaries(workdir)
+  recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
+  state = _train(config, method.place(state), method, ckpts, recorder, summaries)
+
+  best = ckpts.restore(ckpts.best, state)
+  result = method.test(best[0] if best is not None else state, workdir)
+  r = recorder.record
+  steps = int(jax.device_get(state.step))
+  pairs_done = steps * config.train.batch_size
+  result.update(steps=steps, best_step=r['best_step'], **{f'valid_{metric}': r['best_metric']},
+                train_seconds=r['train_seconds'],
+                train_examples_per_sec=pairs_done / max(r['step_seconds'], 1e-9),
+                stopped=r['stopped'] or 'completed', epochs=pairs_done / method.stream.num_examples)
+  summaries.scalars(steps, result, 'test')
+  summaries.close()
+  ckpts.close()
+  if jax.process_index() == 0:
+    (workdir / 'metrics.json').write_text(json.dumps(result, indent=2, sort_keys=True))
+  return result
+
+
+def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):
+  """Steps until the step budget, the time budget or patience runs out."""
+  train, stream, r = config.train, method.stream, recorder.record
+  total_steps = train.max_steps or train.num_epochs * math.ceil(stream.num_examples /
+                                                                train.batch_size)
+  start_step = int(state.step)
+  progress = Progress(total_steps, train.batch_size)
+  clock = Clock(r['train_seconds'], r['step_seconds'])
+  batches = batching.prefetch((stream.batch(s) for s in range(start_step, total_steps)),
+                              put=method.put)
+  pending = None
+  for step in range(start_step + 1, total_steps + 1):
+    if r['stopped']:
+      break
+    if step == start_step + 1:
+      with clock.excluded():  # compilation
+        state, stats = method.train_step(state, next(batches))
+        jax.block_until_ready(state)
+    else:
+      state, stats = method.train_step(state, next(batches))
+    if pending is not None and step % train.log_every_steps == 0:
+      scalars = read_stats(pending)  # one step late: the device never waits on the host
+      summaries.scalars(step - 1, scalars, 'train')
+      progress.update(step, **scalars)
+    pending = stats
+    stop = 'max_seconds' if train.max_seconds and clock.seconds >= train.max_seconds else ''
+    last = step == total_steps or stop
+    if step % train.eval_every_steps == 0 or last:
+      jax.block_until_ready(state)  # the steps' time so far, for the history
+      with clock.excluded():
+        if _validate(method, state, recorder, ckpts, clock.step_seconds):
+          stop = stop or 'early_stopping'
+    if step % train.checkpoint_every_steps == 0 or last or stop:
+      jax.block_until_ready(state)
+      r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds, stopped=stop,
+               data_position=stream.position(step))
+      with clock.excluded():
+        ckpts.save(ckpts.latest, state, r)
+    if stop:
+      log.info('stopping at step %d: %s', step, stop)
+      break
+  batches.close()
+  progress.close()
+  return state
+
+
+def _validate(method: Method, state, recorder: Recorder, ckpts, step_seconds: float) -> bool:
+  """Validates, keeps the best checkpoint; True when patience has run out."""
+  values = method.validate(state)
+  if values is None:  # no validation split: nothing to select on, the last state is the model
+    return False
+  step = int(state.step)
+  if recorder.validation(step, values, step_seconds):
+    ckpts.save(ckpts.best, state, recorder.record)
+  r = recorder.record
+  log.info('step %d: valid %s %.4f (best %.4f at step %d)', step, recorder.metric,
+           values[recorder.metric], r['best_metric'], r['best_step'])
+  return recorder.out_of_patience

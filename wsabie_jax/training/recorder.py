@@ -1,0 +1,105 @@
+"""The loop's bookkeeping: a clock for time budgets and examples/s, and a
+recorder for validation history, the best step, early stopping and summaries."""
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import time
+
+import jax
+
+
+class Clock:
+  """Training time, split into the steps' time and the rest (compilation,
+  validation, checkpoints), summed over resumed runs.
+
+  `steps_seconds` is what examples/s divides by; `seconds` is wall-clock, what
+  `train.max_seconds` budgets.
+  """
+
+  def __init__(self, prior_seconds: float = 0.0, prior_step_seconds: float = 0.0):
+    self.prior, self.prior_steps = prior_seconds, prior_step_seconds
+    self.start = time.perf_counter()
+    self.overhead = 0.0
+
+  @property
+  def seconds(self) -> float:
+    return self.prior + time.perf_counter() - self.start
+
+  @property
+  def step_seconds(self) -> float:
+    return self.prior_steps + time.perf_counter() - self.start - self.overhead
+
+  def excluded(self):
+    """A context in which time does not count as step time."""
+    clock = self
+
+    class _Excluded:
+      def __enter__(self):
+        self.t0 = time.perf_counter()
+
+      def __exit__(self, *exc):
+        clock.overhead += time.perf_counter() - self.t0
+
+    return _Excluded()
+
+
+class Summaries:
+  """TensorBoard scalars under workdir/tensorboard (tensorboardX: no TensorFlow needed)."""
+
+  def __init__(self, workdir):
+    from tensorboardX import SummaryWriter
+    self.writer = SummaryWriter(str(pathlib.Path(workdir) / 'tensorboard'))
+
+  def scalars(self, step: int, values: dict, prefix: str):
+    for name, value in values.items():
+      if isinstance(value, (int, float)):
+        self.writer.add_scalar(f'{prefix}/{name}', float(value), step)
+
+  def close(self):
+    self.writer.close()
+
+
+class Recorder:
+  """Validation results: history.jsonl, summaries, the best metric and patience.
+
+  `record` is the JSON saved with each checkpoint, so a resumed run keeps its
+  best metric, patience count and times.
+  """
+
+  def __init__(self, workdir, metric: str, patience: int, summaries: Summaries, record=None):
+    self.workdir, self.metric, self.patience, self.summaries = pathlib.Path(workdir), metric, \
+        patience, summaries
+    self.record = record or {'best_metric': -math.inf, 'best_step': -1,
+                             'evals_without_improvement': 0, 'train_seconds': 0.0,
+                             'step_seconds': 0.0, 'stopped': ''}
+
+  def validation(self, step: int, values: dict, step_seconds: float) -> bool:
+    """Logs one validation; True when it is the best so far."""
+    self.summaries.scalars(step, values, 'valid')
+    if jax.process_index() == 0:
+      with open(self.workdir / 'history.jsonl', 'a') as f:
+        f.write(json.dumps({'step': step, 'step_seconds': step_seconds, **values}) + '\n')
+    r = self.record
+    if values[self.metric] > r['best_metric']:
+      r.update(best_metric=values[self.metric], best_step=step, evals_without_improvement=0)
+      return True
+    r['evals_without_improvement'] += 1
+    return False
+
+  @property
+  def out_of_patience(self) -> bool:
+    return self.record['evals_without_improvement'] >= self.patience
+
+
+def read_stats(stats: dict) -> dict:
+  """A step's summed stats → per-pair loss, violator rate, draws per update."""
+  s = jax.device_get(stats)
+  pairs = max(int(s['pairs']), 1)
+  out = {'loss': float(s['loss']) / pairs}
+  if 'violator_found' in s:
+    found = int(s['violator_found'])
+    out['violator_rate'] = found / pairs
+    out['draws_per_update'] = float(s['draws_to_violator']) / max(found, 1)
+  return out

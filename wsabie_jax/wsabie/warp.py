@@ -1,0 +1,124 @@
+"""WARP (paper 000 §3, Alg. 1) in its accelerator form, with its references.
+
+Fixed-budget parallel draws (docs/DESIGN.md §2): all K candidates are drawn and scored
+at once; the first violator in draw order is ȳ and its 1-based position is N.
+Because draws are i.i.d., N is distributed exactly as Alg. 1's trial count
+capped at K. No violator within the budget → no update (rank < (Y−1)/K).
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+RANK_WEIGHTS = ('harmonic', 'mean_rank', 'top1')
+RANK_ESTIMATES = ('first_violator', 'violator_count')
+VIOLATORS = ('first', 'all')
+
+
+def rank_loss(rank: jax.Array, num_labels: int, kind: str) -> jax.Array:
+  """L(k) = Σ_{j≤k} α_j, eq. (5); L(0) = 0. Exact for real k ≥ 0 too."""
+  rank = jnp.asarray(rank, jnp.float32)
+  if kind == 'harmonic':  # α_j = 1/j: L(k) = H_k = ψ(k+1) + γ
+    return jnp.where(rank > 0, jax.scipy.special.digamma(rank + 1.0) + jnp.euler_gamma, 0.0)
+  if kind == 'mean_rank':  # α_j = 1/(Y−1)
+    return rank / (num_labels - 1)
+  if kind == 'top1':  # α_1 = 1, α_{j>1} = 0 (as paper 002 uses)
+    return jnp.minimum(rank, 1.0)
+  raise ValueError(f'rank weights {kind!r} are not one of {RANK_WEIGHTS}')
+
+
+class Violators(NamedTuple):
+  index_B: jax.Array     # position of ȳ among the K draws (0 when none)
+  weight_B: jax.Array    # L(rank estimate), 0 when there is no violator
+  num_trials_B: jax.Array  # N, Alg. 1's trial count; K+1 when none was found
+  found_B: jax.Array     # bool
+  violates_BxK: jax.Array  # every draw that violates the margin (within the budget)
+
+
+def find_violator(pos_score: jax.Array, neg_scores_K: jax.Array, num_negatives: jax.Array,
+                  valid_K: jax.Array, *, num_labels: int, rank_weights: str = 'harmonic',
+                  rank_estimate: str = 'first_violator', margin: float = 1.0) -> Violators:
+  """Alg. 1 ll. 6–14 for one positive pair, its K draws made at once.
+
+  ȳ is the first draw with f_ȳ > f_y − margin (l. 11), N its 1-based position,
+  and its weight L(⌊(Y−1)/N⌋) (§3). `num_negatives` is Y − |positives|, the
+  size of the set drawn from: Alg. 1 stops after that many trials, so draws
+  past it are ignored whatever the budget. `valid_K` masks draws that cannot
+  violate (adaptive draws that hit a positive). Fields are scalars here.
+  """
+  num_draws = neg_scores_K.shape[0]
+  in_budget_K = jnp.arange(num_draws) < num_negatives
+  violates_K = (neg_scores_K > pos_score - margin) & in_budget_K & valid_K
+  found = jnp.any(violates_K)
+  index = jnp.argmax(violates_K)
+  num_trials = jnp.where(found, index + 1, num_draws + 1)
+  num_neg = num_negatives.astype(jnp.float32)
+  if rank_estimate == 'first_violator':  # rank ≈ ⌊(Y−1)/N⌋, §3
+    rank = jnp.floor(num_neg / num_trials)
+  elif rank_estimate == 'violator_count':  # rank ≈ (Y−1)·v/K, uses every draw
+    rank = jnp.floor(num_neg * jnp.sum(violates_K) / jnp.minimum(num_draws, num_neg))
+  else:
+    raise ValueError(f'rank estimate {rank_estimate!r} is not one of {RANK_ESTIMATES}')
+  weight = jnp.where(found, rank_loss(rank, num_labels, rank_weights), 0.0)
+  return Violators(index, weight, num_trials, found, violates_K)
+
+
+def find_violators(pos_score_B: jax.Array, neg_scores_BxK: jax.Array,
+                   num_negatives_B: jax.Array, num_labels: int,
+                   rank_weights: str = 'harmonic',
+                   rank_estimate: str = 'first_violator',
+                   margin: float = 1.0, valid_BxK: jax.Array | None = None) -> Violators:
+  """`find_violator` over a batch of B positive pairs (vmapped)."""
+  if valid_BxK is None:
+    valid_BxK = jnp.ones(neg_scores_BxK.shape, bool)
+  one = functools.partial(find_violator, num_labels=num_labels, rank_weights=rank_weights,
+                          rank_estimate=rank_estimate, margin=margin)
+  return jax.vmap(one)(pos_score_B, neg_scores_BxK, num_negatives_B, valid_BxK)
+
+
+def importance_weight(violates_K: jax.Array, proposal_K: jax.Array, num_negatives: jax.Array,
+                      *, num_labels: int, rank_weights: str = 'harmonic'):
+  """WARP weighting of one pair's K draws from a non-uniform proposal q (VSE-ens).
+
+  The rank (the number of violating negatives) is estimated by importance
+  sampling, r̂ = ⌊(1/K)·Σ_k viol_k / q_k⌋ — unbiased before the floor, and with
+  q uniform on the Y−|P| negatives exactly the violator-count estimate. Each
+  violator then carries L(r̂)·(1/q_k) / Σ_j viol_j/q_j: eq. (6)'s L(rank)/rank
+  per violator, its sum over violators estimated the same way.
+  Returns (L(r̂), weight per draw); both 0 without a violator.
+  """
+  inv_q_K = jnp.where(violates_K, 1.0 / jnp.maximum(proposal_K, 1e-30), 0.0)
+  total = jnp.sum(inv_q_K)
+  rank = jnp.minimum(jnp.floor(total / violates_K.shape[0]), num_negatives.astype(jnp.float32))
+  weight = rank_loss(rank, num_labels, rank_weights)
+  return weight, weight * inv_q_K / jnp.maximum(total, 1e-30)
+
+
+def importance_weights(violates_BxK: jax.Array, proposal_BxK: jax.Array,
+                       num_negatives_B: jax.Array, num_labels: int,
+                       rank_weights: str = 'harmonic'):
+  """`importance_weight` over a batch (vmapped): (L(r̂)_B, weight per draw B×K)."""
+  one = functools.partial(importance_weight, num_labels=num_labels, rank_weights=rank_weights)
+  return jax.vmap(one)(violates_BxK, proposal_BxK, num_negatives_B)
+
+
+def hinge(pos_score_B: jax.Array, neg_score_B: jax.Array, margin: float = 1.0) -> jax.Array:
+  """|margin − f_y(x) + f_ȳ(x)|₊, the pairwise term of eqs. (6) and (9)."""
+  return jax.nn.relu(margin - pos_score_B + neg_score_B)
+
+
+def exact_rank_loss(scores_BxY: jax.Array, label_B: jax.Array, pos_mask_BxY: jax.Array,
+                    num_labels: int, rank_weights: str = 'harmonic',
+                    margin: float = 1.0) -> jax.Array:
+  """OWPC-SGD reference, eq. (6) with the exact margin-penalised rank (7).
+
+  Scores every label: O(Y·D) per example, for tests and ablations only.
+  """
+  pos_score_B = jnp.take_along_axis(scores_BxY, label_B[:, None], 1)[:, 0]
+  hinge_BxY = jnp.where(pos_mask_BxY, 0.0, hinge(pos_score_B[:, None], scores_BxY, margin))
+  rank_B = jax.lax.stop_gradient(jnp.sum(hinge_BxY > 0, axis=1))
+  weight_B = rank_loss(rank_B, num_labels, rank_weights) / jnp.maximum(rank_B, 1)
+  return weight_B * jnp.sum(hinge_BxY, axis=1)
