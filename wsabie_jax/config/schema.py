@@ -66,3 +66,11 @@ def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: s
 def sections(config: ml_collections.ConfigDict, names) -> dict:
   """The named top-level sections of a config, as one dict for `from_config`."""
   return {name: config[name] for name in names if name in config}
+
+
+def check_choices(section, choices: dict) -> None:
+  """Raises ValueError naming the section's field whose value is not among its choices."""
+  for field, allowed in choices.items():
+    if getattr(section, field) not in allowed:
+      raise ValueError(f'{type(section).__name__}.{field}={getattr(section, field)!r} '
+                       f'is not one of {tuple(allowed)}')

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from wsabie_jax.config.schema import check_choices
 from wsabie_jax.core import model
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
@@ -54,8 +55,7 @@ class PartsOptim:
   adagrad_init: float = 0.1
 
   def __post_init__(self):
-    if self.kind not in row_optim.OPTIMIZERS:
-      raise ValueError(f'optim.kind={self.kind!r} is not one of {row_optim.OPTIMIZERS}')
+    check_choices(self, {'kind': row_optim.OPTIMIZERS})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from wsabie_jax.config.schema import check_choices
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.skipgram import objectives
@@ -49,9 +50,7 @@ class SkipGramLoss:
   joint: bool = True            # optimise the word vectors (the paper's "Opt")
 
   def __post_init__(self):
-    for field, allowed in (('kind', objectives.LOSSES), ('negatives', NEGATIVES)):
-      if getattr(self, field) not in allowed:
-        raise ValueError(f'loss.{field}={getattr(self, field)!r} is not one of {allowed}')
+    check_choices(self, {'kind': objectives.LOSSES, 'negatives': NEGATIVES})
     if self.num_positives < 1 or self.num_negatives < 1:
       raise ValueError(f'loss.num_positives={self.num_positives} and loss.num_negatives='
                        f'{self.num_negatives} must be ≥ 1')
@@ -65,8 +64,7 @@ class SkipGramOptim:
   adagrad_init: float = 0.1
 
   def __post_init__(self):
-    if self.kind not in row_optim.OPTIMIZERS:
-      raise ValueError(f'optim.kind={self.kind!r} is not one of {row_optim.OPTIMIZERS}')
+    check_choices(self, {'kind': row_optim.OPTIMIZERS})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The training loop and what it runs on: clock and recorder, checkpoints, workdir, progress, data parallelism."""

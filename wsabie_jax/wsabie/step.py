@@ -9,7 +9,6 @@ A batch holds B positive pairs (x, y) with static shapes:
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -22,79 +21,10 @@ from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.training import parallel
 from wsabie_jax.wsabie import warp
-
-LOSSES = ('warp', 'auc', 'exact')
-SAMPLERS = ('uniform', 'adaptive')
-
-
-def _check_choices(section, choices: dict):
-  for field, allowed in choices.items():
-    if getattr(section, field) not in allowed:
-      raise ValueError(f'{type(section).__name__}.{field}={getattr(section, field)!r} '
-                       f'is not one of {allowed}')
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-  dim: int = 64                 # D
-  max_norm: float = 1.0         # C in eqs. (2)–(3)
-  score: str = 'dot'            # 'dot' | 'neg_euclidean' (paper 001) | 'neg_sq_euclidean'
-
-  def __post_init__(self):
-    _check_choices(self, {'score': model.SCORES})
-
-
-@dataclasses.dataclass(frozen=True)
-class LossConfig:
-  kind: str = 'warp'            # 'warp' (Alg. 1) | 'auc' (one negative, plain hinge) | 'exact' (OWPC-SGD)
-  num_draws: int = 100          # K, the fixed budget of parallel draws
-  sampler: str = 'uniform'      # 'uniform' (Alg. 1) | 'adaptive' (VSE-ens, paper 003 Alg. 1)
-  rank_scale: float = 0.01      # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
-  refresh_every_pairs: int = 0  # adaptive: re-sort the lists after this many pairs (0: Y·ln Y)
-  rank_weights: str = 'harmonic'  # α_j = 1/j | 'mean_rank' | 'top1'
-  rank_estimate: str = 'first_violator'  # ⌊(Y−1)/N⌋ | 'violator_count'
-  violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
-  margin: float = 1.0
-
-  def __post_init__(self):
-    _check_choices(self, {'kind': LOSSES, 'rank_weights': warp.RANK_WEIGHTS,
-                          'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
-                          'sampler': SAMPLERS})
-    if self.sampler == 'adaptive':
-      if self.kind == 'exact':
-        raise ValueError("sampler='adaptive' draws negatives; loss kind='exact' scores every label")
-      if self.kind == 'warp' and (self.violators, self.rank_estimate) != ('all', 'violator_count'):
-        raise ValueError("sampler='adaptive' with loss kind='warp' weights every violator by "
-                         "importance (warp.importance_weights): set violators='all', "
-                         "rank_estimate='violator_count'")
-      if not 0 < self.rank_scale <= 1:
-        raise ValueError(f'rank_scale={self.rank_scale} must be in (0, 1] (λ relative to Y)')
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimConfig:
-  kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (a fixed rate, as the paper)
-  learning_rate: float = 0.1
-  adagrad_init: float = 0.1
-
-  def __post_init__(self):
-    _check_choices(self, {'kind': row_optim.OPTIMIZERS})
-
-
-@dataclasses.dataclass(frozen=True)
-class StepConfig:
-  """WSABIE's settings; the config sections model, loss and optim, field for field."""
-  num_labels: int               # Y, read from the data
-  model: ModelConfig = ModelConfig()
-  loss: LossConfig = LossConfig()
-  optim: OptimConfig = OptimConfig()
-
-  @property
-  def draws_per_pair(self) -> int:
-    # AUC with uniform draws needs one; adaptive draws may hit positives, so
-    # AUC takes the first of K that is not (rejection with a fixed budget).
-    return 1 if self.loss.kind == 'auc' and self.loss.sampler == 'uniform' else self.loss.num_draws
-
+from wsabie_jax.wsabie.objective import choose_objective, pair_loss
+# The settings, importable from here too (step.StepConfig, step.LossConfig, …).
+from wsabie_jax.wsabie.settings import (LOSSES, SAMPLERS, LossConfig, ModelConfig,  # noqa: F401
+                                        OptimConfig, StepConfig)
 
 class TrainState(NamedTuple):
   step: jax.Array
@@ -130,76 +60,6 @@ def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.
   if cfg.loss.sampler == 'adaptive':
     return adaptive_sampler.draw_uniforms(key, num_pos_B.shape[0], cfg.draws_per_pair)
   return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
-
-
-# ---- drawing negatives: (ids_BxK, valid_BxK), chosen once by cfg.loss.sampler
-
-def uniform_negatives(cfg, sampler, image_BxD, batch, u_BxK):
-  """Alg. 1 l. 7: uniform over the labels that are not the image's positives."""
-  neg_BxK = samplers.skip_positives(u_BxK, batch['pos_BxP'])
-  return neg_BxK, jnp.ones(neg_BxK.shape, bool)
-
-
-def adaptive_negatives(cfg, sampler, image_BxD, batch, u_BxK):
-  """Paper 003 Alg. 1 ll. 12–18; draws that hit a positive are rejected (masked)."""
-  neg_BxK = adaptive_sampler.draw(sampler, image_BxD, u_BxK, cfg.loss.rank_scale)
-  return neg_BxK, ~samplers.is_positive(neg_BxK, batch['pos_BxP'])
-
-
-# ---- weighing the draws of one pair: (which draws J, their weights J, stats)
-
-def first_valid_draw(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
-  """AUC (paper 000 Table 5; paper 003 Alg. 1 l. 20): the plain hinge against
-  the first draw that is not a positive, counted when it violates."""
-  first = jnp.argmax(valid_K)
-  found = jnp.any(valid_K) & (neg_scores_K[first] > pos_score - cfg.loss.margin)
-  return first[None], found.astype(jnp.float32)[None], (found, first + 1)
-
-
-def _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K) -> warp.Violators:
-  return warp.find_violator(pos_score, neg_scores_K, num_negatives, valid_K,
-                            num_labels=cfg.num_labels, rank_weights=cfg.loss.rank_weights,
-                            rank_estimate=cfg.loss.rank_estimate, margin=cfg.loss.margin)
-
-
-def first_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
-  """Alg. 1: the first violator in draw order, weighted L(⌊(Y−1)/N⌋)."""
-  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
-  return pick.index_B[None], (pick.weight_B * pick.found_B)[None], (pick.found_B, pick.num_trials_B)
-
-
-def every_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
-  """Each of the v violators weighted L(rank)/v: the same expected loss as one
-  uniformly chosen violator (eq. (6)), with less variance."""
-  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
-  weight_K = pick.violates_BxK * pick.weight_B / jnp.maximum(jnp.sum(pick.violates_BxK), 1)
-  return jnp.arange(neg_scores_K.shape[0]), weight_K, (pick.found_B, pick.num_trials_B)
-
-
-def importance_weighted(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
-  """VSE-ens + WARP: every violator, weighted by 1/q (warp.importance_weight)."""
-  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
-  _, weight_K = warp.importance_weight(pick.violates_BxK, proposal_K, num_negatives,
-                                       num_labels=cfg.num_labels,
-                                       rank_weights=cfg.loss.rank_weights)
-  return jnp.arange(neg_scores_K.shape[0]), weight_K, (pick.found_B, pick.num_trials_B)
-
-
-def choose_objective(cfg: StepConfig):
-  """(negative source, per-pair weigher) for the configured loss and sampler."""
-  draw = adaptive_negatives if cfg.loss.sampler == 'adaptive' else uniform_negatives
-  if cfg.loss.kind == 'auc':
-    return draw, first_valid_draw
-  if cfg.loss.sampler == 'adaptive':
-    return draw, importance_weighted
-  return draw, every_violator if cfg.loss.violators == 'all' else first_violator
-
-
-def pair_loss(cfg: StepConfig, image_D, W_pos_D, W_neg_JxD, weight_J) -> jax.Array:
-  """Σ_j w_j·|margin − f_y(x) + f_ȳj(x)|₊ for one pair: eq. (9) with its weights."""
-  pos = model.score_one(image_D, W_pos_D[None], cfg.model.score)[0]
-  neg_J = model.score_one(image_D, W_neg_JxD, cfg.model.score)
-  return jnp.sum(weight_J * warp.hinge(pos, neg_J, cfg.loss.margin))
 
 
 def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK: jax.Array,

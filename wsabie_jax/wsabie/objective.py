@@ -1,0 +1,82 @@
+"""The WARP / AUC objective of one positive pair (paper 000 Alg. 1, eq. (9)),
+written per pair and vmapped by the step: where its K negatives come from
+(uniform or VSE-ens draws), which of them count and with what weight, and
+the weighted hinge."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from wsabie_jax.core import model, samplers
+from wsabie_jax.wsabie import adaptive_sampler, warp
+from wsabie_jax.wsabie.settings import StepConfig
+
+
+# ---- drawing negatives: (ids_BxK, valid_BxK), chosen once by cfg.loss.sampler
+
+def uniform_negatives(cfg, sampler, image_BxD, batch, u_BxK):
+  """Alg. 1 l. 7: uniform over the labels that are not the image's positives."""
+  neg_BxK = samplers.skip_positives(u_BxK, batch['pos_BxP'])
+  return neg_BxK, jnp.ones(neg_BxK.shape, bool)
+
+
+def adaptive_negatives(cfg, sampler, image_BxD, batch, u_BxK):
+  """Paper 003 Alg. 1 ll. 12–18; draws that hit a positive are rejected (masked)."""
+  neg_BxK = adaptive_sampler.draw(sampler, image_BxD, u_BxK, cfg.loss.rank_scale)
+  return neg_BxK, ~samplers.is_positive(neg_BxK, batch['pos_BxP'])
+
+
+# ---- weighing the draws of one pair: (which draws J, their weights J, stats)
+
+def first_valid_draw(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+  """AUC (paper 000 Table 5; paper 003 Alg. 1 l. 20): the plain hinge against
+  the first draw that is not a positive, counted when it violates."""
+  first = jnp.argmax(valid_K)
+  found = jnp.any(valid_K) & (neg_scores_K[first] > pos_score - cfg.loss.margin)
+  return first[None], found.astype(jnp.float32)[None], (found, first + 1)
+
+
+def _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K) -> warp.Violators:
+  return warp.find_violator(pos_score, neg_scores_K, num_negatives, valid_K,
+                            num_labels=cfg.num_labels, rank_weights=cfg.loss.rank_weights,
+                            rank_estimate=cfg.loss.rank_estimate, margin=cfg.loss.margin)
+
+
+def first_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+  """Alg. 1: the first violator in draw order, weighted L(⌊(Y−1)/N⌋)."""
+  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
+  return pick.index_B[None], (pick.weight_B * pick.found_B)[None], (pick.found_B, pick.num_trials_B)
+
+
+def every_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+  """Each of the v violators weighted L(rank)/v: the same expected loss as one
+  uniformly chosen violator (eq. (6)), with less variance."""
+  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
+  weight_K = pick.violates_BxK * pick.weight_B / jnp.maximum(jnp.sum(pick.violates_BxK), 1)
+  return jnp.arange(neg_scores_K.shape[0]), weight_K, (pick.found_B, pick.num_trials_B)
+
+
+def importance_weighted(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+  """VSE-ens + WARP: every violator, weighted by 1/q (warp.importance_weight)."""
+  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
+  _, weight_K = warp.importance_weight(pick.violates_BxK, proposal_K, num_negatives,
+                                       num_labels=cfg.num_labels,
+                                       rank_weights=cfg.loss.rank_weights)
+  return jnp.arange(neg_scores_K.shape[0]), weight_K, (pick.found_B, pick.num_trials_B)
+
+
+def choose_objective(cfg: StepConfig):
+  """(negative source, per-pair weigher) for the configured loss and sampler."""
+  draw = adaptive_negatives if cfg.loss.sampler == 'adaptive' else uniform_negatives
+  if cfg.loss.kind == 'auc':
+    return draw, first_valid_draw
+  if cfg.loss.sampler == 'adaptive':
+    return draw, importance_weighted
+  return draw, every_violator if cfg.loss.violators == 'all' else first_violator
+
+
+def pair_loss(cfg: StepConfig, image_D, W_pos_D, W_neg_JxD, weight_J) -> jax.Array:
+  """Σ_j w_j·|margin − f_y(x) + f_ȳj(x)|₊ for one pair: eq. (9) with its weights."""
+  pos = model.score_one(image_D, W_pos_D[None], cfg.model.score)[0]
+  neg_J = model.score_one(image_D, W_neg_JxD, cfg.model.score)
+  return jnp.sum(weight_J * warp.hinge(pos, neg_J, cfg.loss.margin))

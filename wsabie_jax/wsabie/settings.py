@@ -1,0 +1,74 @@
+"""WSABIE's settings: the config sections model, loss and optim, field for
+field (config/schema.py writes their defaults out and reads them back)."""
+from __future__ import annotations
+
+import dataclasses
+
+from wsabie_jax.config.schema import check_choices
+from wsabie_jax.core import model, row_optim
+from wsabie_jax.wsabie import warp
+
+LOSSES = ('warp', 'auc', 'exact')
+SAMPLERS = ('uniform', 'adaptive')
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  dim: int = 64                 # D
+  max_norm: float = 1.0         # C in eqs. (2)–(3)
+  score: str = 'dot'            # 'dot' | 'neg_euclidean' (paper 001) | 'neg_sq_euclidean'
+
+  def __post_init__(self):
+    check_choices(self, {'score': model.SCORES})
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+  kind: str = 'warp'            # 'warp' (Alg. 1) | 'auc' (one negative, plain hinge) | 'exact' (OWPC-SGD)
+  num_draws: int = 100          # K, the fixed budget of parallel draws
+  sampler: str = 'uniform'      # 'uniform' (Alg. 1) | 'adaptive' (VSE-ens, paper 003 Alg. 1)
+  rank_scale: float = 0.01      # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
+  refresh_every_pairs: int = 0  # adaptive: re-sort the lists after this many pairs (0: Y·ln Y)
+  rank_weights: str = 'harmonic'  # α_j = 1/j | 'mean_rank' | 'top1'
+  rank_estimate: str = 'first_violator'  # ⌊(Y−1)/N⌋ | 'violator_count'
+  violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
+  margin: float = 1.0
+
+  def __post_init__(self):
+    check_choices(self, {'kind': LOSSES, 'rank_weights': warp.RANK_WEIGHTS,
+                          'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
+                          'sampler': SAMPLERS})
+    if self.sampler == 'adaptive':
+      if self.kind == 'exact':
+        raise ValueError("sampler='adaptive' draws negatives; loss kind='exact' scores every label")
+      if self.kind == 'warp' and (self.violators, self.rank_estimate) != ('all', 'violator_count'):
+        raise ValueError("sampler='adaptive' with loss kind='warp' weights every violator by "
+                         "importance (warp.importance_weights): set violators='all', "
+                         "rank_estimate='violator_count'")
+      if not 0 < self.rank_scale <= 1:
+        raise ValueError(f'rank_scale={self.rank_scale} must be in (0, 1] (λ relative to Y)')
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+  kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (a fixed rate, as the paper)
+  learning_rate: float = 0.1
+  adagrad_init: float = 0.1
+
+  def __post_init__(self):
+    check_choices(self, {'kind': row_optim.OPTIMIZERS})
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+  """WSABIE's settings; the config sections model, loss and optim, field for field."""
+  num_labels: int               # Y, read from the data
+  model: ModelConfig = ModelConfig()
+  loss: LossConfig = LossConfig()
+  optim: OptimConfig = OptimConfig()
+
+  @property
+  def draws_per_pair(self) -> int:
+    # AUC with uniform draws needs one; adaptive draws may hit positives, so
+    # AUC takes the first of K that is not (rejection with a fixed budget).
+    return 1 if self.loss.kind == 'auc' and self.loss.sampler == 'uniform' else self.loss.num_draws
