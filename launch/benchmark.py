@@ -11,6 +11,9 @@ Suites:
              first- vs last-epoch speed, ratios. Data: synthetic (n = 200,000,
              Y = 10,000, d = 10,000, ~50 non-zeros) and Corel5k.
   eval       exact top-10 over Y = 100,000 labels: images/s and peak memory.
+  loop       the training loop's end-to-end pairs/s (steps only) at steps_per_call 1
+             and 16 beside the step alone, for the default job and the lightfm
+             suite's synthetic settings.
   skipgram_epoch  paper 004 Table 1: seconds per epoch of Fast0Tag, Fixed WV and
              the proposed objective, full vs sampled, at 291 labels / 17,665
              images and 925 labels / 102,709 images (the paper's sizes), then at
@@ -24,7 +27,7 @@ from absl import app, flags, logging
 
 from wsabie_jax.experiments import benchmarks
 
-_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch or all.')
+_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop or all.')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')

@@ -1,4 +1,7 @@
-"""Data parallelism over 4 forced CPU devices (tests/conftest.py) equals one device."""
+"""Data parallelism over 4 forced CPU devices (tests/conftest.py) equals one device.
+
+The tests name the CPU devices, so they run alike where the default device
+is a GPU (there the one-device reference runs on the first CPU device too)."""
 import jax
 import numpy as np
 import pytest
@@ -13,7 +16,13 @@ from wsabie_jax.data import batching, synthetic
     ('warp', 'adagrad', 'uniform'), ('warp', 'sgd', 'uniform'), ('auc', 'sgd', 'uniform'),
     ('warp', 'adagrad', 'adaptive'), ('auc', 'sgd', 'adaptive')])
 def test_four_devices_match_one(loss, optimizer, sampler):
-  assert jax.device_count() >= 4, 'tests/conftest.py forces 4 CPU devices'
+  cpus = jax.devices('cpu')
+  assert len(cpus) >= 4, 'tests/conftest.py forces 4 CPU devices'
+  with jax.default_device(cpus[0]):
+    _four_devices_match_one(loss, optimizer, sampler, cpus)
+
+
+def _four_devices_match_one(loss, optimizer, sampler, cpus):
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 400)
   stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0)
@@ -23,7 +32,7 @@ def test_four_devices_match_one(loss, optimizer, sampler):
                             learning_rate=0.2, **(adaptive if sampler == 'adaptive' else {}))
   init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
   one, step1 = init(), step_lib.make_train_step(cfg)
-  mesh = parallel.make_mesh(4)
+  mesh = parallel.make_mesh(4, cpus)
   four, step4 = init(), step_lib.make_parallel_train_step(cfg, mesh)
   for s in range(6):
     batch = stream.batch(s)
@@ -36,7 +45,7 @@ def test_four_devices_match_one(loss, optimizer, sampler):
 
 
 def test_batch_must_split_evenly():
-  mesh = parallel.make_mesh(4)
+  mesh = parallel.make_mesh(4, jax.devices('cpu'))
   with pytest.raises(ValueError, match='not divisible by 4 devices'):
     parallel.shard_batch({'label_B': np.zeros(6, np.int32)}, mesh)
 
@@ -47,7 +56,7 @@ def test_training_loop_on_four_devices_matches_one(tmp_path):
   results = []
   for n in (1, 4):
     c = _tiny_config(max_steps=12, eval_every_steps=6)
-    c.train.num_devices = n
+    c.train.update(num_devices=n, platform='cpu')
     results.append(run.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@10', 'map', 'psib@10'):
     assert results[0][key] == pytest.approx(results[1][key], abs=1e-6), key
@@ -60,7 +69,8 @@ def test_skipgram_on_four_devices_matches_one(tmp_path):
   results = []
   for n in (1, 4):
     c = tables.load('skipgram_synthetic:proposed,small')
-    c.train.update(max_steps=10, eval_every_steps=5, num_devices=n, batch_size=32)
+    c.train.update(max_steps=10, eval_every_steps=5, num_devices=n, batch_size=32,
+                   platform='cpu')
     c.oov.steps = 0
     results.append(run.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@5', 'map', 'class_f1@5'):

@@ -63,6 +63,65 @@ def test_resume_gives_identical_parameters(tmp_path, sampler):
     assert int(b.sampler.refreshed_at) == 20
 
 
+def _final_state(method: str, config, workdir):
+  vocab = workdir_lib.load_vocabulary(workdir)
+  ckpts = checkpointing.Checkpoints(workdir)
+  state, _ = ckpts.restore(ckpts.latest, methods.get(method).like_state(config, vocab))
+  ckpts.close()
+  return state
+
+
+@pytest.mark.parametrize('method,spec', [
+    ('wsabie', 'wsabie_synthetic:small'), ('wsabie', 'adaptive'),
+    ('skipgram', 'skipgram_synthetic:proposed,small'), ('parts', 'parts_synthetic:shared,iw,small')])
+def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
+  """steps_per_call = 5 (a device-resident stream, lax.scan, calls cut at the
+  validations every 7 steps) gives bit-identical parameters, optimiser state
+  and sampler lists to one dispatch a step; and a run stopped mid-call (step 9)
+  and resumed equals both."""
+  if method == 'parts':
+    from wsabie_jax.parts import wordnet
+    try:
+      wordnet.load()
+    except wordnet.WordNetMissing as e:
+      pytest.skip(str(e))
+
+  def config(steps, per_call):
+    c = _adaptive(_tiny_config()) if spec == 'adaptive' else tables.load(spec)
+    c.train.update(max_steps=steps, eval_every_steps=7, checkpoint_every_steps=1000,
+                   patience=100, steps_per_call=per_call, eval_subset=50)
+    if method == 'skipgram':
+      c.oov.steps = 0
+    if method == 'parts':
+      c.proxy.update(num_valid=50, num_test=50)
+    return c
+
+  run.train_and_evaluate(config(16, 1), tmp_path / 'one')
+  run.train_and_evaluate(config(16, 5), tmp_path / 'many')
+  run.train_and_evaluate(config(9, 5), tmp_path / 'resumed')
+  run.train_and_evaluate(config(16, 5), tmp_path / 'resumed')
+  states = [_final_state(method, config(16, 1), tmp_path / d) for d in ('one', 'many', 'resumed')]
+  assert int(states[0].step) == 16
+  for other in states[1:]:
+    for x, y in zip(jax.tree.leaves(states[0]), jax.tree.leaves(other)):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_device_stream_gathers_the_host_batches():
+  """The device-resident gather of a step's ids is the host stream's batch."""
+  from wsabie_jax.data import batching, synthetic
+  ds = synthetic.generate(synthetic.SyntheticSpec(num_labels=30, num_features=100), 300)
+  for stream in (batching.PairStream(ds, batching.pad_images(ds), 32, 0),
+                 batching.ImageStream(ds, batching.pad_images(ds), 32, 0)):
+    table = jax.device_put(stream.table())
+    for step in (0, 7, 40):  # several epochs
+      want = stream.batch(step)
+      got = jax.jit(stream.gather)(table, stream.ids(step))
+      assert set(got) == set(want)
+      for k in want:
+        np.testing.assert_array_equal(np.asarray(got[k]), want[k])
+
+
 def test_early_stopping_keeps_best_checkpoint(tmp_path):
   # A learning rate this large wrecks the model after the first evaluations.
   c = _tiny_config(eval_every_steps=5, patience=2, num_epochs=50)
@@ -75,9 +134,11 @@ def test_early_stopping_keeps_best_checkpoint(tmp_path):
 
 
 def test_time_budget_stops_training(tmp_path):
-  c = _tiny_config(max_seconds=1e-3, num_epochs=1000, eval_every_steps=10**6)
-  metrics = run.train_and_evaluate(c, tmp_path)
-  assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == 1
+  for per_call in (1, 16):  # the budget is checked after each dispatch
+    c = _tiny_config(max_seconds=1e-3, num_epochs=1000, eval_every_steps=10**6,
+                     steps_per_call=per_call)
+    metrics = run.train_and_evaluate(c, tmp_path / str(per_call))
+    assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == per_call
 
 
 def test_skipgram_resume_gives_identical_state(tmp_path):

@@ -18,9 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.data.batching import PaddedImages
+from wsabie_jax.core import precision
 
 
 @functools.partial(jax.jit, static_argnames=('k', 'num_features', 'chunk'))
+@precision.full_float32
 def neighbours(q_idx_BxF, q_val_BxF, t_idx_NxF, t_val_NxF, *, k: int, num_features: int,
                chunk: int = 1024):
   """(similarities_Bxk, training rows_Bxk) of the k most similar training images."""

@@ -63,6 +63,9 @@ def train(**overrides) -> ml_collections.ConfigDict:
       checkpoint_every_steps=2000,
       select_metric='p@1',
       num_devices=0,             # data parallel over this many devices (0: all)
+      platform='',               # '' the default backend's devices | 'cpu' | 'gpu' | 'tpu'
+      steps_per_call=16,         # steps a dispatch (lax.scan over a device-resident stream);
+                                 # 1: one dispatch a step, batches built on the host
       probe_pairs=0))            # > 0: Alg. 1's expected draws per update on this many
                                  # training pairs at each validation (paper 003 Fig. 1)
   c.update(overrides)

@@ -11,13 +11,16 @@ import numpy as np
 from wsabie_jax.core import metrics
 from wsabie_jax.core import model
 from wsabie_jax.data.batching import PaddedImages, eval_batches
+from wsabie_jax.core import precision
 
 
 @jax.jit
+@precision.full_float32
 def embed(V_dxD: jax.Array, feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array) -> jax.Array:
   return model.embed_images(V_dxD[feat_idx_BxF], feat_val_BxF)
 
 
+@precision.full_float32
 def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array | None, padded: PaddedImages, *,
                      score: str = 'dot', ks=(1, 5, 10), batch_size: int = 256,
                      chunk: int = 4096, label_parents: np.ndarray | None = None,
@@ -59,6 +62,7 @@ def evaluate_params(params: model.Params, padded: PaddedImages, **kw) -> dict[st
   return evaluate_ranking(lambda i, v: embed(params.V_dxD, i, v), params.W_YxD, padded, **kw)
 
 
+@precision.full_float32
 def evaluate_frequency_baseline(label_counts_Y: np.ndarray, padded: PaddedImages,
                                 **kw) -> dict[str, float]:
   """Always predicts the most frequent training labels (the papers' sanity check)."""
@@ -68,6 +72,7 @@ def evaluate_frequency_baseline(label_counts_Y: np.ndarray, padded: PaddedImages
 
 
 @functools.partial(jax.jit, static_argnames='score')
+@precision.full_float32
 def _draws_needed(V_dxD, W_YxD, feat_idx_BxF, feat_val_BxF, label_B, pos_BxP, num_pos_B, margin,
                   score):
   image_BxD = model.embed_images(V_dxD[feat_idx_BxF], feat_val_BxF)

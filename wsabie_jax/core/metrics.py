@@ -16,9 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.core import model
+from wsabie_jax.core import precision
 
 
 @functools.partial(jax.jit, static_argnames=('k', 'score_kind', 'chunk'))
+@precision.full_float32
 def rank_and_top_k(image_BxD: jax.Array, W_YxD: jax.Array, pos_BxP: jax.Array,
                    *, k: int, score_kind: str, chunk: int = 4096):
   """Exact ranks of the positives (−1 where padded) and the top-k labels.

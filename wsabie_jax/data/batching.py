@@ -84,7 +84,7 @@ class PairStream:
 
   def __init__(self, ds: SparseDataset, padded: PaddedImages, batch_size: int, seed: int):
     self.padded = padded
-    self.pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr)).astype(np.int64)
+    self.pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr)).astype(np.int32)
     self.pair_label = ds.label_idx.astype(np.int32)
     if len(self.pair_image) == 0:
       raise ValueError('the training set has no positive pairs')
@@ -97,12 +97,27 @@ class PairStream:
     return len(self.pair_image)
 
   def batch(self, step: int) -> dict:
-    pairs = self.order.ids(step)
-    img = self.pair_image[pairs]
+    return self.gather(self.table(), self.ids(step), np)
+
+  # Device-resident form (training/loop.py, train.steps_per_call > 1): the
+  # arrays go to the device once; a step's batch is gathered there from its ids.
+  def ids(self, step: int) -> np.ndarray:
+    """The pair ids of batch `step` (the epoch's permutation, as `batch`)."""
+    return self.order.ids(step).astype(np.int32)
+
+  def table(self) -> dict:
     p = self.padded
-    return {'feat_idx_BxF': p.feat_idx_nxF[img], 'feat_val_BxF': p.feat_val_nxF[img],
-            'label_B': self.pair_label[pairs], 'pos_BxP': p.pos_nxP[img],
-            'num_pos_B': p.num_pos_n[img], 'weight_B': np.ones(len(pairs), np.float32)}
+    return {'pair_image': self.pair_image, 'pair_label': self.pair_label,
+            'feat_idx': p.feat_idx_nxF, 'feat_val': p.feat_val_nxF, 'pos': p.pos_nxP,
+            'num_pos': p.num_pos_n}
+
+  @staticmethod
+  def gather(table: dict, pairs_B, xp=jax.numpy) -> dict:
+    """Batch of the given pairs from `table` (numpy or jax arrays alike)."""
+    img = table['pair_image'][pairs_B]
+    return {'feat_idx_BxF': table['feat_idx'][img], 'feat_val_BxF': table['feat_val'][img],
+            'label_B': table['pair_label'][pairs_B], 'pos_BxP': table['pos'][img],
+            'num_pos_B': table['num_pos'][img], 'weight_B': xp.ones(pairs_B.shape[0], xp.float32)}
 
 
 class ImageStream:
@@ -124,11 +139,22 @@ class ImageStream:
     return self.order.num_items
 
   def batch(self, step: int) -> dict:
-    img = self.order.ids(step)
+    return self.gather(self.table(), self.ids(step), np)
+
+  def ids(self, step: int) -> np.ndarray:
+    return self.order.ids(step).astype(np.int32)
+
+  def table(self) -> dict:
     p = self.padded
-    return {'feat_idx_BxF': p.feat_idx_nxF[img], 'feat_val_BxF': p.feat_val_nxF[img],
-            'pos_BxT': p.pos_nxP[img], 'num_pos_B': p.num_pos_n[img],
-            'weight_B': np.ones(len(img), np.float32)}
+    return {'feat_idx': p.feat_idx_nxF, 'feat_val': p.feat_val_nxF, 'pos': p.pos_nxP,
+            'num_pos': p.num_pos_n}
+
+  @staticmethod
+  def gather(table: dict, img_B, xp=jax.numpy) -> dict:
+    return {'feat_idx_BxF': table['feat_idx'][img_B], 'feat_val_BxF': table['feat_val'][img_B],
+            'pos_BxT': table['pos'][img_B], 'num_pos_B': table['num_pos'][img_B],
+            'weight_B': xp.ones(img_B.shape[0], xp.float32)}
+
 
 def prefetch(batches: Iterator[dict], size: int = 2, put=jax.device_put) -> Iterator[dict]:
   """Builds and transfers batches (with `put`) on a background thread, `size` ahead.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import resource
+import tempfile
 import time
 
 import jax
@@ -13,11 +14,13 @@ import numpy as np
 
 from wsabie_jax.core import evaluation, metrics
 from wsabie_jax.data import batching, dataset, load_splits, synthetic
-from wsabie_jax.experiments import benchmarking, tables
+from wsabie_jax.config import presets
+from wsabie_jax.experiments import benchmarking, run, tables
+from wsabie_jax.methods import common, wsabie as wsabie_method
 from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
-SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch')
+SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')
 
 
 def step_cost(small: bool):
@@ -168,6 +171,57 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     result['eval'] = eval_speed(small)
   if 'skipgram_epoch' in suites:
     result['skipgram_epoch'] = skipgram_epoch(small)
+  if 'loop' in suites:
+    result['loop'] = loop_speed(small)
   if 'lightfm' in suites:
     result['lightfm'] = {name: side_by_side(name, budget_seconds, small) for name in data}
   return result
+
+
+def _loop_configs(small: bool) -> dict:
+  """The default job, and the LightFM side by side's synthetic settings (Y = d = 10,000,
+  ~50 non-zeros, K = 20, B = 512, C = 3, lr 0.2)."""
+  default = tables.load('wsabie_synthetic' + (':small' if small else ''))
+  data = presets.synthetic_data(num_labels=500 if small else 10_000,
+                                num_features=1000 if small else 10_000, nnz=20 if small else 50,
+                                signal=0.5)
+  data.update(num_train=20_000 if small else 200_000, num_test=1000, validation_fraction=0.01)
+  side = wsabie_method.base_config(data)
+  side.model.max_norm = 3.0
+  side.loss.num_draws = 20
+  side.optim.learning_rate = 0.2
+  side.train.batch_size = 512
+  return {'default job': default, 'benchmark synthetic': side}
+
+
+def loop_speed(small: bool = False, steps: int = 0) -> list[dict]:
+  """End-to-end pairs/s of the training loop (train_examples_per_sec: step time
+  only, compilation and validation left out) at steps_per_call 1 and 16, beside
+  the step alone on one real batch of the same run."""
+  rows = []
+  for name, config in _loop_configs(small).items():
+    n = steps or (40 if small else 2000)
+    config.train.update(max_steps=n, eval_every_steps=n, checkpoint_every_steps=n,
+                        eval_subset=200, log_every_steps=10**6)
+    splits = common.load_splits(config)
+    cfg = wsabie_method.step_config(config, splits[0].num_labels)
+    stream = batching.PairStream(splits[0], batching.pad_images(splits[0]),
+                                 config.train.batch_size, config.seed)
+    alone = benchmarking.timed_step(cfg, splits[0].num_features, stream.batch(1),
+                                    steps=20 if small else 300)
+    row = {'run': name, 'B': config.train.batch_size, 'K': cfg.loss.num_draws,
+           'step_alone_pairs_per_sec': config.train.batch_size / alone}
+    for per_call in (1, 16):
+      config.train.steps_per_call = per_call
+      with tempfile.TemporaryDirectory() as workdir:
+        got = run.train_and_evaluate(config, workdir)
+      row[f'end_to_end_{per_call}'] = got['train_examples_per_sec']
+    rows.append(row)
+  print('\nTraining loop vs the step alone (pairs/s; end to end = steps only)')
+  print(f'{"run":<22} {"B":>5} {"K":>5} {"step alone":>11} {"1/call":>9} {"16/call":>9} '
+        f'{"16/call ÷ alone":>16}')
+  for r in rows:
+    print(f'{r["run"]:<22} {r["B"]:>5} {r["K"]:>5} {r["step_alone_pairs_per_sec"]:>11,.0f} '
+          f'{r["end_to_end_1"]:>9,.0f} {r["end_to_end_16"]:>9,.0f} '
+          f'{r["end_to_end_16"] / r["step_alone_pairs_per_sec"]:>16.2f}')
+  return rows

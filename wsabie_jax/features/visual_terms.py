@@ -29,6 +29,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from wsabie_jax.core import precision
 
 _GREY = (0.299, 0.587, 0.114)
 
@@ -134,6 +135,7 @@ def _sq_distances(points_MxC, codebook_KxC):
 
 
 @jax.jit
+@precision.full_float32
 def nearest_codeword(points_MxC: jax.Array, codebook_KxC: jax.Array):
   """(index_M, squared distance_M) of each point's nearest codeword."""
   d_MxK = _sq_distances(points_MxC, codebook_KxC)
@@ -165,6 +167,7 @@ def lloyd_step(points_MxC: jax.Array, codebook_KxC: jax.Array, reseed_KxC: jax.A
 
 
 @functools.partial(jax.jit, static_argnums=1)
+@precision.full_float32
 def kmeans_plus_plus(points_MxC: jax.Array, num_codewords: int, key: jax.Array) -> jax.Array:
   """k-means++ seeding (Arthur & Vassilvitskii 2007): each new codeword is a
   data point drawn with probability ∝ its squared distance to the nearest

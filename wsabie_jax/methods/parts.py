@@ -141,7 +141,8 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       put=jax.device_put, validate=validate, test=test, select_metrics=frozenset(names),
       vocabulary={**common.vocabulary(train),
                   'relations': np.asarray(data.relations_Rx2).tolist()},
-      description=description)
+      description=description,
+      pure_step=lambda state, batch: parts.train_step(cfg, state, batch))
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict) -> parts.PartsState:

@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.config import from_config, presets, to_config
-from wsabie_jax.core import evaluation
+from wsabie_jax.core import evaluation, precision
 from wsabie_jax.core import samplers
 from wsabie_jax.data import SparseDataset, batching, dataset, synthetic, synthetic_spec
 from wsabie_jax.methods import common
@@ -114,12 +114,14 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       config, splits, scorer, lambda state: {}, finish,
       init_state=lambda: init_state(config, cfg, table.vectors_VxD), place=place,
       stream=stream, train_step=train_step, put=put,
-      vocabulary={**common.vocabulary(train), 'word_names': table.names})
+      vocabulary={**common.vocabulary(train), 'word_names': table.names},
+      pure_step=None if mesh.devices.size > 1 else
+      (lambda state, batch: skipgram_step.train_step(cfg, tag_cdf_Y, state, batch)))
 
 
 def _scorer(cfg: skipgram_step.SkipGramConfig, state, num_labels: int):
   tower = state.tower
-  embed = jax.jit(lambda i, v: skipgram_step.embed(cfg, tower, i, v))
+  embed = jax.jit(precision.full_float32(lambda i, v: skipgram_step.embed(cfg, tower, i, v)))
   return embed, state.words_VxD[:num_labels]
 
 

@@ -48,6 +48,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
     put = lambda batch: parallel.shard_batch(batch, mesh)
   else:
     train_step, place, put = step_lib.make_train_step(cfg), lambda s: s, jax.device_put
+  single = mesh.devices.size == 1 or cfg.loss.kind == 'exact'
   probe = None
   if config.train.get('probe_pairs', 0):  # fixed training pairs, for paper 003 Fig. 1
     probe = data_lib.pair_stream(train, config.train.probe_pairs, config.seed + 1).batch(0)
@@ -64,7 +65,8 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       lambda state, test, kw, workdir: {},
       init_state=lambda: init_state(config, train.num_features, train.num_labels),
       place=place, stream=stream, train_step=train_step, put=put,
-      vocabulary=common.vocabulary(train))
+      vocabulary=common.vocabulary(train),
+      pure_step=(lambda state, batch: step_lib.train_step(cfg, state, batch)) if single else None)
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict) -> step_lib.TrainState:

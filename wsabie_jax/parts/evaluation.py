@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.core import model
+from wsabie_jax.core import precision
 
 
 @functools.partial(jax.jit, static_argnames=('chunk',))
@@ -84,6 +85,7 @@ def rank_metrics(ranks: np.ndarray, prefix: str) -> dict[str, float]:
 SCORINGS = {'iw': 'Image-Word', 'i': 'Image', 'io': 'Image + WordNet offset'}
 
 
+@precision.full_float32
 def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
              offset: float = 100.0, batch_size: int = 128, chunk: int = 64,
              scorings=('iw', 'i'), couples_Cx2=None) -> dict[str, float]:

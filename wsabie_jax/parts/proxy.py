@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import numpy as np
 
 from wsabie_jax.data.batching import EpochOrder, pad_images
@@ -117,9 +118,18 @@ class QuadrupletStream:
     return io, lo, ip, lp
 
   def batch(self, step: int) -> dict:
-    io, lo, ip, lp = self.quadruplets(step)
-    p = self.padded
-    return {'obj_idx_BxF': p.feat_idx_nxF[io], 'obj_val_BxF': p.feat_val_nxF[io],
-            'part_idx_BxF': p.feat_idx_nxF[ip], 'part_val_BxF': p.feat_val_nxF[ip],
-            'obj_label_B': lo.astype(np.int32), 'part_label_B': lp.astype(np.int32),
-            'weight_B': np.ones(len(lo), np.float32)}
+    return self.gather(self.table(), self.ids(step), np)
+
+  def ids(self, step: int) -> np.ndarray:
+    """Batch `step`'s quadruplets as rows (io, lo, ip, lp): B×4."""
+    return np.stack(self.quadruplets(step), axis=1).astype(np.int32)
+
+  def table(self) -> dict:
+    return {'feat_idx': self.padded.feat_idx_nxF, 'feat_val': self.padded.feat_val_nxF}
+
+  @staticmethod
+  def gather(table: dict, quads_Bx4, xp=jax.numpy) -> dict:
+    io, lo, ip, lp = (quads_Bx4[:, j] for j in range(4))
+    return {'obj_idx_BxF': table['feat_idx'][io], 'obj_val_BxF': table['feat_val'][io],
+            'part_idx_BxF': table['feat_idx'][ip], 'part_val_BxF': table['feat_val'][ip],
+            'obj_label_B': lo, 'part_label_B': lp, 'weight_B': xp.ones(io.shape[0], xp.float32)}

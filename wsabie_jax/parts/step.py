@@ -27,6 +27,7 @@ import jax.numpy as jnp
 
 from wsabie_jax.config.schema import check_choices
 from wsabie_jax.core import model
+from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.wsabie import warp
@@ -39,6 +40,7 @@ class PartsModel:
   shared: bool = True           # f_I reads W (Shared) or its own U (Unshared)
   alpha: float = 0.1            # f_L's weight in f_q (§6.2)
   score: str = 'dot'            # f_I is a dot product (read by image annotation)
+  matmul_precision: str = 'float32'  # the step's matmuls (core/precision.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +118,12 @@ def quadruplet_loss(alpha: float, margin: float, found, image_D, T_true_D, T_vio
 
 
 def train_step(cfg: PartsConfig, state: PartsState, batch: dict):
+  """The step traced under the configured matmul precision (core/precision.py)."""
+  with precision.scope(cfg.model.matmul_precision):
+    return _train_step(cfg, state, batch)
+
+
+def _train_step(cfg: PartsConfig, state: PartsState, batch: dict):
   """One step over B quadruplets; touches only the rows they use.
 
   Per quadruplet (§4.3.3): constraint (6) (replace Lo) or (7) (replace Lp) at

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from wsabie_jax.config.schema import check_choices
+from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.skipgram import objectives
@@ -35,6 +36,7 @@ NEGATIVES = ('frequency', 'adjacent')
 class TowerConfig:
   widths: tuple[int, ...] = (1024, 300)   # the tower's hidden widths, then D (the words')
   score: str = 'dot'            # images and words meet by the dot product
+  matmul_precision: str = 'float32'  # the step's matmuls (core/precision.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +130,12 @@ def draw_tags(cfg: SkipGramConfig, key: jax.Array, batch: dict, tag_cdf_Y: jax.A
 
 
 def train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array, state: SkipGramState, batch: dict):
+  """The step traced under the configured matmul precision (core/precision.py)."""
+  with precision.scope(cfg.model.matmul_precision):
+    return _train_step(cfg, tag_cdf_Y, state, batch)
+
+
+def _train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array, state: SkipGramState, batch: dict):
   """One step of eq. (1) or (5); the sampled forms touch only the drawn word rows."""
   weight_B = batch['weight_B']
   words = state.words_VxD

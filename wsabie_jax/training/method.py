@@ -19,3 +19,6 @@ class Method(NamedTuple):
   select_metrics: frozenset              # what config.train.select_metric may name
   vocabulary: dict                       # the workdir's vocabulary.json
   description: str                       # the data, for the log
+  # The step as a pure function (state, batch) -> (state, stats), for many steps
+  # per dispatch on a device-resident stream (None: one dispatch a step).
+  pure_step: Callable | None = None

@@ -24,6 +24,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from wsabie_jax.core import precision
+
 
 class SamplerState(NamedTuple):
   order_DxY: jax.Array     # int32: labels by W[:, f], largest first (r⁻¹(·|f))
@@ -62,6 +64,7 @@ def maybe_refresh(sampler: SamplerState, W_YxD: jax.Array, step: jax.Array,
   return jax.lax.cond(due, lambda: refresh(W_YxD, step), lambda: sampler)
 
 
+@precision.full_float32
 def normalized_scores(image_BxD: jax.Array, W_YxD: jax.Array, sampler: SamplerState) -> jax.Array:
   """s*_i(a) = Σ_f p(f|i)·sgn(v_if)·v*_af, eq. (7), with p(f|i) = |v_if|·σ_f and
   v*_af = (v_af − μ_f)/σ_f. Equals s_i(a) minus a term that does not depend on a,

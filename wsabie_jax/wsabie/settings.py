@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from wsabie_jax.config.schema import check_choices
-from wsabie_jax.core import model, row_optim
+from wsabie_jax.core import model, precision, row_optim
 from wsabie_jax.wsabie import warp
 
 LOSSES = ('warp', 'auc', 'exact')
@@ -17,9 +17,12 @@ class ModelConfig:
   dim: int = 64                 # D
   max_norm: float = 1.0         # C in eqs. (2)–(3)
   score: str = 'dot'            # 'dot' | 'neg_euclidean' (paper 001) | 'neg_sq_euclidean'
+  # The training step's matmuls (core/precision.py): full float32 by default, so the
+  # violator test against the margin is exact; 'tensorfloat32' / 'bfloat16' trade it for speed.
+  matmul_precision: str = 'float32'
 
   def __post_init__(self):
-    check_choices(self, {'score': model.SCORES})
+    check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS})
 
 
 @dataclasses.dataclass(frozen=True)

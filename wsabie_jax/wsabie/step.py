@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from wsabie_jax.wsabie import adaptive_sampler
 from wsabie_jax.core import model
+from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.training import parallel
@@ -155,6 +156,12 @@ def current_sampler(cfg: StepConfig, state: TrainState, global_batch_size: int):
 
 
 def train_step(cfg: StepConfig, state: TrainState, batch: dict):
+  """The step traced under the configured matmul precision (core/precision.py)."""
+  with precision.scope(cfg.model.matmul_precision):
+    return _train_step(cfg, state, batch)
+
+
+def _train_step(cfg: StepConfig, state: TrainState, batch: dict):
   """One SGD step; touches only the batch's feature rows and label rows."""
   if cfg.loss.kind == 'exact':
     grads, stats = exact_row_grads(cfg, state.params, batch)
@@ -182,6 +189,7 @@ def make_parallel_train_step(cfg: StepConfig, mesh):
     raise ValueError("the exact-rank reference (loss kind='exact') runs on one device only")
   axis = parallel.AXIS
 
+  @precision.with_precision(cfg.model.matmul_precision)
   def local_step(state: TrainState, batch: dict):
     rows = batch['label_B'].shape[0]
     # The global batch's draws (their uniforms), then this device's rows of them.
