@@ -15,7 +15,8 @@ import numpy as np
 from wsabie_jax.core import evaluation, metrics
 from wsabie_jax.data import batching, dataset, load_splits, synthetic
 from wsabie_jax.config import presets
-from wsabie_jax.experiments import benchmarking, run, tables
+from wsabie_jax.experiments import benchmarking, tables
+from wsabie_jax.experiments import run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
 from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
@@ -214,7 +215,7 @@ def loop_speed(small: bool = False, steps: int = 0) -> list[dict]:
     for per_call in (1, 16):
       config.train.steps_per_call = per_call
       with tempfile.TemporaryDirectory() as workdir:
-        got = run.train_and_evaluate(config, workdir)
+        got = run_lib.train_and_evaluate(config, workdir)
       row[f'end_to_end_{per_call}'] = got['train_examples_per_sec']
     rows.append(row)
   print('\nTraining loop vs the step alone (pairs/s; end to end = steps only)')
