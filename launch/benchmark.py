@@ -14,6 +14,12 @@ Suites:
   loop       the training loop's end-to-end pairs/s (steps only) at steps_per_call 1
              and 16 beside the step alone, for the default job and the lightfm
              suite's synthetic settings.
+  accelerator  (by name; needs LightFM) the step alone vs the loop end to end at
+             B ∈ {1,024, 4,096}, K ∈ {100, 1,000}, D = 100, Y ∈ {10k, 100k, 1M},
+             steps_per_call 1 and 64 (and the cost of train.deterministic); ours
+             vs LightFM with every CPU thread on the synthetic data (time to
+             LightFM's final test p@1); the Corel5k config's pairs/s.
+             python launch/benchmark.py --suite=accelerator --budget_seconds=45
   skipgram_epoch  paper 004 Table 1: seconds per epoch of Fast0Tag, Fixed WV and
              the proposed objective, full vs sampled, at 291 labels / 17,665
              images and 925 labels / 102,709 images (the paper's sizes), then at
@@ -27,7 +33,8 @@ from absl import app, flags, logging
 
 from wsabie_jax.experiments import benchmarks
 
-_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop or all.')
+_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, or all '
+                            '(every suite but accelerator).')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')

@@ -24,7 +24,7 @@ def test_normalized_scores_rank_labels_as_the_dot_product():
   """Eq. (7): s* = s − (a constant per image), so both give the same ranking."""
   image_BxD, W_YxD = _tables()
   sampler = vse.refresh(W_YxD, 0)
-  s_BxY = np.asarray(image_BxD @ W_YxD.T, np.float64)
+  s_BxY = np.asarray(image_BxD, np.float64) @ np.asarray(W_YxD, np.float64).T  # not TF32
   s_star_BxY = np.asarray(vse.normalized_scores(image_BxD, W_YxD, sampler), np.float64)
   offset_BxY = s_BxY - s_star_BxY
   np.testing.assert_allclose(offset_BxY, offset_BxY[:, :1].repeat(300, 1), atol=1e-4)
@@ -71,7 +71,7 @@ def test_sampled_labels_rank_far_higher_than_uniform_draws():
   u = vse.draw_uniforms(jax.random.PRNGKey(1), 1, 5000)
   labels = np.asarray(vse.draw(sampler, image_BxD, u, rank_scale=0.01))[0]
   true_rank_Y = np.empty(2000, int)
-  true_rank_Y[np.argsort(-np.asarray(image_BxD @ W_YxD.T)[0])] = np.arange(2000)
+  true_rank_Y[np.argsort(-(np.asarray(image_BxD) @ np.asarray(W_YxD).T)[0])] = np.arange(2000)
   uniform = np.random.default_rng(0).integers(0, 2000, 5000)
   top_adaptive, top_uniform = (np.mean(true_rank_Y[x] < 200) for x in (labels, uniform))
   assert top_adaptive > 2.5 * top_uniform, (top_adaptive, top_uniform)
@@ -92,7 +92,7 @@ def test_importance_rank_estimate():
 
   image_BxD, W_YxD = _tables(Y=500, D=8, B=1, seed=4)
   sampler = vse.refresh(W_YxD, 0)
-  s_Y = np.asarray(image_BxD @ W_YxD.T)[0]
+  s_Y = (np.asarray(image_BxD) @ np.asarray(W_YxD).T)[0]
   violator_Y = s_Y > np.sort(s_Y)[-41]          # the top 40 labels violate
   trials, K = 4000, 10
   u = vse.draw_uniforms(jax.random.PRNGKey(2), trials, K)

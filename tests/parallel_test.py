@@ -50,27 +50,32 @@ def test_batch_must_split_evenly():
     parallel.shard_batch({'label_B': np.zeros(6, np.int32)}, mesh)
 
 
-def test_training_loop_on_four_devices_matches_one(tmp_path):
+@pytest.mark.parametrize('per_call', [1, 4])
+def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
+  """One dispatch a step, or a lax.scan of 4 inside shard_map (each device
+  gathering its slice of every step's batch from the replicated table)."""
   from tests.train_test import _tiny_config
   from wsabie_jax.experiments import run
   results = []
   for n in (1, 4):
     c = _tiny_config(max_steps=12, eval_every_steps=6)
-    c.train.update(num_devices=n, platform='cpu')
+    c.train.update(num_devices=n, platform='cpu', steps_per_call=per_call)
     results.append(run.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@10', 'map', 'psib@10'):
     assert results[0][key] == pytest.approx(results[1][key], abs=1e-6), key
 
 
-def test_skipgram_on_four_devices_matches_one(tmp_path):
-  """Paper 004's step, batch split over 4 devices (XLA partitions it), equals one device."""
+@pytest.mark.parametrize('per_call', [1, 4])
+def test_skipgram_on_four_devices_matches_one(tmp_path, per_call):
+  """Paper 004's step, batch split over 4 devices (XLA partitions it, the scan
+  of steps too), equals one device."""
   from wsabie_jax.experiments import tables
   from wsabie_jax.experiments import run
   results = []
   for n in (1, 4):
     c = tables.load('skipgram_synthetic:proposed,small')
     c.train.update(max_steps=10, eval_every_steps=5, num_devices=n, batch_size=32,
-                   platform='cpu')
+                   platform='cpu', steps_per_call=per_call)
     c.oov.steps = 0
     results.append(run.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@5', 'map', 'class_f1@5'):

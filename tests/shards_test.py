@@ -45,15 +45,42 @@ def test_stream_visits_every_pair_once_per_epoch(tmp_path):
   np.testing.assert_array_equal(again.batch(5)['label_B'], stream.batch(5)['label_B'])
 
 
-def test_training_streams_from_shards(tmp_path):
+def _shard_config(tmp_path):
   c = tables.load('wsabie_webscale:small')
   c.data.shards_dir = str(tmp_path / 'shards')
   c.data.num_train, c.data.shard_size = 4000, 1500
   c.data.synthetic.num_labels = 200
   spec = synthetic.SyntheticSpec(**c.data.synthetic)
-  for split, n in (('train', 4000), ('valid', 300), ('test', 300)):
-    shards.write_synthetic(spec, tmp_path / 'shards' / split, n, c.data.shard_size, split)
-  c.model.dim, c.train.num_epochs = 16, 2
+  if not (tmp_path / 'shards').exists():
+    for split, n in (('train', 4000), ('valid', 300), ('test', 300)):
+      shards.write_synthetic(spec, tmp_path / 'shards' / split, n, c.data.shard_size, split)
+  c.model.dim = 16
+  return c
+
+
+def test_training_streams_from_shards(tmp_path):
+  c = _shard_config(tmp_path)
+  c.train.num_epochs = 2
   metrics = run.train_and_evaluate(c, tmp_path / 'run')
   assert metrics['num_images'] == 300 and metrics['epochs'] >= 2
   assert metrics['p@1'] > 2 * metrics['freq_p@1']
+
+
+def test_streamed_chunks_equal_one_step_per_call(tmp_path):
+  """Shards stream as chunks of 5 stacked batches a call (built a thread ahead):
+  bit-identical to one dispatch a step, and resumed mid-call (step 13) too."""
+  from tests.train_test import _final_state, assert_same_states
+
+  def config(steps, per_call):
+    c = _shard_config(tmp_path)
+    c.train.update(max_steps=steps, eval_every_steps=11, checkpoint_every_steps=1000,
+                   steps_per_call=per_call, eval_subset=50, batch_size=64, deterministic=True)
+    return c
+
+  run.train_and_evaluate(config(24, 1), tmp_path / 'one')
+  run.train_and_evaluate(config(24, 5), tmp_path / 'many')
+  run.train_and_evaluate(config(13, 5), tmp_path / 'resumed')
+  run.train_and_evaluate(config(24, 5), tmp_path / 'resumed')
+  states = [_final_state('wsabie', config(24, 1), tmp_path / d) for d in ('one', 'many', 'resumed')]
+  assert int(states[0].step) == 24
+  assert_same_states(*states)

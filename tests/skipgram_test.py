@@ -46,7 +46,7 @@ def test_sampled_loss_expectation_matches_the_exhaustive_formula():
   B = 200_000
   batch = {'pos_BxT': jnp.tile(jnp.array([[1, 4, 6]]), (B, 1)), 'num_pos_B': jnp.full(B, 2)}
   pos_BxP, neg_BxN, ok_BxN = skipgram_step.draw_tags(cfg, jax.random.PRNGKey(3), batch,
-                                                     samplers.tag_cdf(counts))
+                                                     samplers.tag_distribution(counts))
   assert pos_BxP.shape == (B, P) and neg_BxN.shape == (B, N)  # static for an image with 2 tags
   W32, f32 = jnp.asarray(W, jnp.float32), jnp.tile(jnp.asarray(f, jnp.float32), (B, 1))
   loss_B = np.asarray(skipgram.sampled_xent(f32, W32[pos_BxP], W32[neg_BxN], pos_BxP, ok_BxN, alpha),
@@ -90,14 +90,20 @@ def test_tag_samplers():
   adjacent = np.asarray(samplers.adjacent_draws(jax.random.PRNGKey(1), pos_BxT, num_pos_B, 6))
   assert (adjacent[0] == 7).all() and set(adjacent[1]) <= {2, 5, 8} and (adjacent[2] == 3).all()
   counts = np.array([10, 0, 30, 60])
-  draws = np.asarray(samplers.frequency_draws(jax.random.PRNGKey(2), samplers.tag_cdf(counts),
+  draws = np.asarray(samplers.frequency_draws(jax.random.PRNGKey(2), samplers.tag_distribution(counts),
                                               (50_000,)))
   observed = np.bincount(draws, minlength=4)
   assert observed[1] == 0
   keep = counts > 0
   assert stats.chisquare(observed[keep], 50_000 * counts[keep] / counts.sum()).pvalue > 1e-3
-  smooth = np.asarray(samplers.tag_cdf(counts, 0.0))  # uniform over the seen tags
-  np.testing.assert_allclose(np.diff(smooth, prepend=0), [1 / 3, 0, 1 / 3, 1 / 3], atol=1e-6)
+  smooth = samplers.tag_distribution(counts, 0.0).probabilities()  # uniform over the seen tags
+  np.testing.assert_allclose(smooth, [1 / 3, 0, 1 / 3, 1 / 3], atol=1e-6)
+  # The alias table holds exactly the distribution, for skewed counts and powers too.
+  skewed = np.random.default_rng(0).zipf(1.5, 1000) * (np.arange(1000) % 7 != 0)
+  for power in (1.0, 0.75):
+    want = np.where(skewed > 0, skewed ** power, 0.0)
+    np.testing.assert_allclose(samplers.tag_distribution(skewed, power).probabilities(),
+                               want / want.sum(), atol=1e-6)
 
 
 def _one_step(joint: bool, sampled: bool = True):
@@ -108,11 +114,11 @@ def _one_step(joint: bool, sampled: bool = True):
                                      loss=skipgram_step.SkipGramLoss(joint=joint, sampled=sampled))
   words = np.random.default_rng(0).normal(0, 0.3, (60, 8)).astype(np.float32)  # 10 text-only
   state = skipgram_step.init_state(jax.random.PRNGKey(0), cfg, words)
-  tag_cdf = samplers.tag_cdf(ds.label_frequencies())
+  tags = samplers.tag_distribution(ds.label_frequencies())
   pos, neg, _ = skipgram_step.draw_tags(cfg, jax.random.fold_in(state.key, 0),
-                                         jax.device_put(batch), tag_cdf)  # the step's draws
+                                         jax.device_put(batch), tags)  # the step's draws
   tower_before = [np.asarray(a) for a in jax.tree.leaves(state.tower)]
-  after, stats_ = skipgram_step.make_train_step(cfg, tag_cdf)(state, jax.device_put(batch))
+  after, stats_ = skipgram_step.make_train_step(cfg, tags)(state, jax.device_put(batch))
   changed = np.flatnonzero(np.any(np.asarray(after.words_VxD) != words, axis=1))
   tower_moved = any(np.any(np.asarray(a) != b) for a, b in
                     zip(jax.tree.leaves(after.tower), tower_before))

@@ -64,8 +64,11 @@ def train(**overrides) -> ml_collections.ConfigDict:
       select_metric='p@1',
       num_devices=0,             # data parallel over this many devices (0: all)
       platform='',               # '' the default backend's devices | 'cpu' | 'gpu' | 'tpu'
-      steps_per_call=16,         # steps a dispatch (lax.scan over a device-resident stream);
+      steps_per_call=16,         # steps a dispatch (one lax.scan; training/dispatch.py);
                                  # 1: one dispatch a step, batches built on the host
+      deterministic=False,       # GPU: XLA's deterministic ops, so a resumed run equals an
+                                 # uninterrupted one bit for bit; costs ~18× step time on
+                                 # an H100 (README "Scale"), so off unless asked
       probe_pairs=0))            # > 0: Alg. 1's expected draws per update on this many
                                  # training pairs at each validation (paper 003 Fig. 1)
   c.update(overrides)

@@ -8,23 +8,30 @@ scored with the same exact metrics (metrics.py). LightFM is an optional peer
 from __future__ import annotations
 
 import time
+import types
+from typing import Callable
 
 import jax
+import ml_collections
 import numpy as np
 
 from wsabie_jax.core import model
 from wsabie_jax.core import samplers
 from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
-from wsabie_jax.data import batching
+from wsabie_jax.data import batching, dataset, load_splits, synthetic
 from wsabie_jax.data.dataset import SparseDataset
+from wsabie_jax.experiments import tables
+from wsabie_jax.training import dispatch, parallel
 
 
 def timed_step(cfg: step_lib.StepConfig, num_features: int, batch: dict,
-               steps: int = 50) -> float:
-  """Seconds per training step on a fixed batch, after compilation."""
+               steps: int = 50, deterministic: bool = False) -> float:
+  """Seconds per training step on a fixed batch, after compilation (one
+  dispatch a step, compiled as the training loop compiles it)."""
   state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
-  step = step_lib.make_train_step(cfg)
+  step = jax.jit(lambda s, b: step_lib.train_step(cfg, s, b), donate_argnums=0,
+                 compiler_options=dispatch.compiler_options(deterministic))
   batch = jax.device_put(batch)
   for _ in range(3):
     state, _ = step(state, batch)
@@ -37,27 +44,45 @@ def timed_step(cfg: step_lib.StepConfig, num_features: int, batch: dict,
 
 
 def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
-               budget_seconds: float, seed: int = 0):
-  """Epochs of WARP until the budget is spent: (params, per-epoch [pairs, seconds])."""
+               budget_seconds: float, seed: int = 0, steps_per_call: int = 16,
+               on_pause: Callable | None = None, pause_every_seconds: float = 0.0):
+  """WARP until the budget is spent, fed as the training loop feeds it
+  (training/dispatch.py): (params, per-epoch [pairs, seconds]).
+
+  As in the loop, the first call's time (compilation) is left out and its
+  steps are counted. `on_pause(params, pairs, seconds)` runs off the clock
+  every `pause_every_seconds` of training (a learning curve against time).
+  """
   stream = batching.PairStream(train, batching.pad_images(train), batch_size, seed)
   steps_per_epoch = stream.num_examples // batch_size
   state = step_lib.init_state(jax.random.PRNGKey(seed), train.num_features, cfg)
-  step_fn = step_lib.make_train_step(cfg)
-  state, _ = step_fn(state, jax.device_put(stream.batch(0)))  # compile outside the budget
+  method = types.SimpleNamespace(stream=stream, mesh=parallel.make_mesh(1), local_step=None,
+                                 pure_step=lambda s, b: step_lib.train_step(cfg, s, b))
+  total = 10**9
+  # Calls end at epoch ends, so each epoch's pairs and seconds are its own.
+  train_cfg = ml_collections.ConfigDict(dict(
+      steps_per_call=steps_per_call, eval_every_steps=steps_per_epoch,
+      checkpoint_every_steps=total))
+  steps = dispatch.Dispatcher(train_cfg, method, 0, total)
+  state, _, step = steps(state, 0)
   jax.block_until_ready(state)
-  epochs, spent, step = [], 0.0, 1
-  batches = batching.prefetch(stream.batch(s) for s in range(1, 10**9))
+  epochs, spent, next_pause = [], 0.0, pause_every_seconds
   while spent < budget_seconds:
-    t = time.perf_counter()
-    end = step + steps_per_epoch
-    while step < end and spent + time.perf_counter() - t < budget_seconds:
-      state, _ = step_fn(state, next(batches))
-      step += 1
+    t, start = time.perf_counter(), step - step % steps_per_epoch
+    while step < start + steps_per_epoch and spent + time.perf_counter() - t < budget_seconds:
+      state, _, done = steps(state, step)
+      step += done
+      if on_pause is not None and spent + time.perf_counter() - t >= next_pause > 0:
+        jax.block_until_ready(state)
+        paused = time.perf_counter()
+        on_pause(state.params, step * batch_size, spent + paused - t)
+        t += time.perf_counter() - paused
+        next_pause += pause_every_seconds
     jax.block_until_ready(state)
     seconds = time.perf_counter() - t
-    epochs.append([(steps_per_epoch - (end - step)) * batch_size, seconds])
+    epochs.append([(step - start) * batch_size, seconds])
     spent += seconds
-  batches.close()
+  steps.close()
   return state.params, epochs
 
 
@@ -115,7 +140,7 @@ def summarize(epochs: list) -> dict:
 def timed_skipgram_step(cfg, words_VxD, stream, tag_counts_Y, steps: int = 20) -> float:
   """Seconds per paper 004 step over real batches (compiled first, steps 1..steps)."""
   state = skipgram_step.init_state(jax.random.PRNGKey(0), cfg, words_VxD)
-  step = skipgram_step.make_train_step(cfg, samplers.tag_cdf(tag_counts_Y, cfg.loss.negative_power))
+  step = skipgram_step.make_train_step(cfg, samplers.tag_distribution(tag_counts_Y, cfg.loss.negative_power))
   batches = [jax.device_put(stream.batch(s)) for s in range(steps + 1)]
   state, _ = step(state, batches[0])
   jax.block_until_ready(state)
@@ -124,3 +149,19 @@ def timed_skipgram_step(cfg, words_VxD, stream, tag_counts_Y, steps: int = 20) -
     state, _ = step(state, b)
   jax.block_until_ready(state)
   return (time.perf_counter() - t) / steps
+
+
+def lightfm_data(name: str, small: bool):
+  """(train, test, config or None): the side by sides' data, synthetic or Corel5k."""
+  if name == 'corel5k':
+    c = tables.load('wsabie_corel5k')
+    train, valid, test = load_splits(c.data)  # Corel5k: no WordNet vocabulary
+    return train, test, c
+  spec = synthetic.SyntheticSpec(num_labels=10_000, num_features=10_000, nnz=50, signal=0.5)
+  n = (20_000, 2_000) if small else (200_000, 10_000)
+  if small:
+    spec = synthetic.SyntheticSpec(num_labels=500, num_features=1000, nnz=20)
+  world = synthetic.make_world(spec)
+  train = dataset.normalize(synthetic.generate(spec, n[0], 'train', world=world), 'l2')
+  test = dataset.normalize(synthetic.generate(spec, n[1], 'test', world=world), 'l2')
+  return train, test, None

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.core import evaluation, metrics
-from wsabie_jax.data import batching, dataset, load_splits, synthetic
+from wsabie_jax.data import batching, dataset, synthetic
 from wsabie_jax.config import presets
 from wsabie_jax.experiments import benchmarking, tables
 from wsabie_jax.experiments import run as run_lib
@@ -21,7 +21,8 @@ from wsabie_jax.methods import common, wsabie as wsabie_method
 from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
-SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')
+SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
+EXTRA_SUITES = ('accelerator',)  # by name only: long, and it needs LightFM
 
 
 def step_cost(small: bool):
@@ -49,23 +50,8 @@ def step_cost(small: bool):
   return {'rows': rows, **ratios}
 
 
-def lightfm_data(name: str, small: bool):
-  if name == 'corel5k':
-    c = tables.load('wsabie_corel5k')
-    train, valid, test = load_splits(c.data)  # Corel5k: no WordNet vocabulary
-    return train, test, c
-  spec = synthetic.SyntheticSpec(num_labels=10_000, num_features=10_000, nnz=50, signal=0.5)
-  n = (20_000, 2_000) if small else (200_000, 10_000)
-  if small:
-    spec = synthetic.SyntheticSpec(num_labels=500, num_features=1000, nnz=20)
-  world = synthetic.make_world(spec)
-  train = dataset.normalize(synthetic.generate(spec, n[0], 'train', world=world), 'l2')
-  test = dataset.normalize(synthetic.generate(spec, n[1], 'test', world=world), 'l2')
-  return train, test, None
-
-
 def side_by_side(name: str, budget: float, small: bool):
-  train, test, corel = lightfm_data(name, small)
+  train, test, corel = benchmarking.lightfm_data(name, small)
   dim = 64
   if corel is not None:  # the tuned Corel5k settings, with LightFM's D
     cfg = step_lib.StepConfig(
@@ -164,7 +150,10 @@ def skipgram_epoch(small: bool):
 def run(suites, small: bool = False, budget_seconds: float = 130.0,
         data=('synthetic', 'corel5k')) -> dict:
   """The named suites ('all' for every one), with the device and CPU count."""
-  suites = set(SUITES) if 'all' in suites else set(suites)
+  unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}
+  if unknown:
+    raise ValueError(f'unknown suites {sorted(unknown)}: choose from {SUITES + EXTRA_SUITES}')
+  suites = set(SUITES) | set(suites) if 'all' in suites else set(suites)
   result = {'device': str(jax.devices()[0]), 'cpu_count': os.cpu_count()}
   if 'step_cost' in suites:
     result['step_cost'] = step_cost(small)
@@ -176,6 +165,9 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     result['loop'] = loop_speed(small)
   if 'lightfm' in suites:
     result['lightfm'] = {name: side_by_side(name, budget_seconds, small) for name in data}
+  if 'accelerator' in suites:
+    from wsabie_jax.experiments import accelerator
+    result['accelerator'] = accelerator.run(small, budget_seconds)
   return result
 
 

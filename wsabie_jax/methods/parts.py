@@ -31,6 +31,7 @@ from wsabie_jax.parts import evaluation as parts_eval
 from wsabie_jax.parts import proxy
 from wsabie_jax.parts import step as parts
 from wsabie_jax.parts import wordnet
+from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
 
 log = logging.getLogger('wsabie_jax')
@@ -137,8 +138,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
   return Method(
       init_state=lambda: parts.init_state(jax.random.PRNGKey(config.seed), cfg,
                                           train.num_features),
-      place=lambda s: s, stream=stream, train_step=parts.make_train_step(cfg),
-      put=jax.device_put, validate=validate, test=test, select_metrics=frozenset(names),
+      stream=stream, mesh=parallel.make_mesh(1, mesh.devices.flat), validate=validate, test=test, select_metrics=frozenset(names),
       vocabulary={**common.vocabulary(train),
                   'relations': np.asarray(data.relations_Rx2).tolist()},
       description=description,

@@ -25,7 +25,6 @@ from wsabie_jax.methods import common
 from wsabie_jax.skipgram import oov
 from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.skipgram import word_vectors
-from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
 
 log = logging.getLogger('wsabie_jax')
@@ -92,14 +91,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
            100 * cov['tag_coverage'], cov['extra_words'])
   stream = batching.ImageStream(train, batching.pad_images(train), config.train.batch_size,
                                 config.seed)
-  tag_cdf_Y = samplers.tag_cdf(train.label_frequencies()[:seen], cfg.loss.negative_power)
-  train_step = skipgram_step.make_train_step(cfg, tag_cdf_Y)
-  place, put = lambda s: s, jax.device_put
-  if mesh.devices.size > 1:  # the batch split over devices, the state replicated
-    train_step = parallel.make_replicated_step(
-        lambda state, batch: skipgram_step.train_step(cfg, tag_cdf_Y, state, batch), mesh)
-    place = lambda state: parallel.replicate(state, mesh)
-    put = lambda batch: parallel.shard_batch(batch, mesh)
+  tags = samplers.tag_distribution(train.label_frequencies()[:seen], cfg.loss.negative_power)
 
   def scorer(state):
     return _scorer(cfg, state, seen)
@@ -112,11 +104,9 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
 
   return common.ranking_method(
       config, splits, scorer, lambda state: {}, finish,
-      init_state=lambda: init_state(config, cfg, table.vectors_VxD), place=place,
-      stream=stream, train_step=train_step, put=put,
+      init_state=lambda: init_state(config, cfg, table.vectors_VxD), stream=stream, mesh=mesh,
       vocabulary={**common.vocabulary(train), 'word_names': table.names},
-      pure_step=None if mesh.devices.size > 1 else
-      (lambda state, batch: skipgram_step.train_step(cfg, tag_cdf_Y, state, batch)))
+      pure_step=lambda state, batch: skipgram_step.train_step(cfg, tags, state, batch))
 
 
 def _scorer(cfg: skipgram_step.SkipGramConfig, state, num_labels: int):

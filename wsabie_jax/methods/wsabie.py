@@ -13,7 +13,6 @@ from wsabie_jax import data as data_lib
 from wsabie_jax.config import from_config, presets, to_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
-from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
 from wsabie_jax.wsabie import step as step_lib
 
@@ -42,13 +41,6 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
   train = splits[0]
   cfg = step_config(config, train.num_labels)
   stream = data_lib.pair_stream(train, config.train.batch_size, config.seed)
-  if mesh.devices.size > 1 and cfg.loss.kind != 'exact':
-    train_step = step_lib.make_parallel_train_step(cfg, mesh)
-    place = lambda state: parallel.replicate(state, mesh)
-    put = lambda batch: parallel.shard_batch(batch, mesh)
-  else:
-    train_step, place, put = step_lib.make_train_step(cfg), lambda s: s, jax.device_put
-  single = mesh.devices.size == 1 or cfg.loss.kind == 'exact'
   probe = None
   if config.train.get('probe_pairs', 0):  # fixed training pairs, for paper 003 Fig. 1
     probe = data_lib.pair_stream(train, config.train.probe_pairs, config.seed + 1).batch(0)
@@ -64,9 +56,9 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       config, splits, lambda state: _scorer(state, seen), on_validation,
       lambda state, test, kw, workdir: {},
       init_state=lambda: init_state(config, train.num_features, train.num_labels),
-      place=place, stream=stream, train_step=train_step, put=put,
-      vocabulary=common.vocabulary(train),
-      pure_step=(lambda state, batch: step_lib.train_step(cfg, state, batch)) if single else None)
+      stream=stream, mesh=mesh, vocabulary=common.vocabulary(train),
+      pure_step=lambda state, batch: step_lib.train_step(cfg, state, batch),
+      local_step=None if cfg.loss.kind == 'exact' else step_lib.local_train_step(cfg))
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict) -> step_lib.TrainState:

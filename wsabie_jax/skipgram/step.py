@@ -116,7 +116,7 @@ def embed(cfg: SkipGramConfig, tower_params, feat_idx_BxF, feat_val_BxF) -> jax.
   return cfg.tower.apply({'params': tower_params}, feat_idx_BxF, feat_val_BxF)
 
 
-def draw_tags(cfg: SkipGramConfig, key: jax.Array, batch: dict, tag_cdf_Y: jax.Array):
+def draw_tags(cfg: SkipGramConfig, key: jax.Array, batch: dict, tags: samplers.AliasTable):
   """P positives (with replacement) and N negatives per image, and which negatives count."""
   key_pos, key_neg = jax.random.split(key)
   pos_BxT, num_pos_B = batch['pos_BxT'], batch['num_pos_B']
@@ -124,25 +124,25 @@ def draw_tags(cfg: SkipGramConfig, key: jax.Array, batch: dict, tag_cdf_Y: jax.A
   if cfg.loss.negatives == 'adjacent':
     neg_BxN = samplers.adjacent_draws(key_neg, pos_BxT, num_pos_B, cfg.loss.num_negatives)
   else:
-    neg_BxN = samplers.frequency_draws(key_neg, tag_cdf_Y,
+    neg_BxN = samplers.frequency_draws(key_neg, tags,
                                        (pos_BxT.shape[0], cfg.loss.num_negatives))
   return pos_BxP, neg_BxN, ~samplers.is_positive(neg_BxN, pos_BxT)
 
 
-def train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array, state: SkipGramState, batch: dict):
+def train_step(cfg: SkipGramConfig, tags: samplers.AliasTable, state: SkipGramState, batch: dict):
   """The step traced under the configured matmul precision (core/precision.py)."""
   with precision.scope(cfg.model.matmul_precision):
-    return _train_step(cfg, tag_cdf_Y, state, batch)
+    return _train_step(cfg, tags, state, batch)
 
 
-def _train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array, state: SkipGramState, batch: dict):
+def _train_step(cfg: SkipGramConfig, tags: samplers.AliasTable, state: SkipGramState, batch: dict):
   """One step of eq. (1) or (5); the sampled forms touch only the drawn word rows."""
   weight_B = batch['weight_B']
   words = state.words_VxD
   D = words.shape[1]
   if cfg.loss.sampled:
     pos_BxP, neg_BxN, neg_ok_BxN = draw_tags(cfg, jax.random.fold_in(state.key, state.step),
-                                             batch, tag_cdf_Y)
+                                             batch, tags)
     rows_R = jnp.concatenate([pos_BxP, neg_BxN], axis=1).reshape(-1)
     P = cfg.loss.num_positives
 
@@ -171,7 +171,7 @@ def _train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array, state: SkipGramState,
     loss, (g_tower, g_rows_RxD) = jax.value_and_grad(loss_fn, (0, 1))(state.tower, words[rows_R])
     words, acc = row_optim.update_rows(
         words, state.acc_words_V, rows_R, g_rows_RxD, learning_rate=cfg.optim.learning_rate,
-        optimizer=cfg.optim.kind, max_norm=jnp.inf, dense=not cfg.loss.sampled)
+        optimizer=cfg.optim.kind, max_norm=jnp.inf)
   else:  # fixed word vectors: only the tower learns
     loss, g_tower = jax.value_and_grad(loss_fn)(state.tower, words[rows_R])
     acc = state.acc_words_V
@@ -181,6 +181,6 @@ def _train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array, state: SkipGramState,
   return SkipGramState(state.step + 1, tower_params, tower_opt, words, acc, state.key), stats
 
 
-def make_train_step(cfg: SkipGramConfig, tag_cdf_Y: jax.Array):
+def make_train_step(cfg: SkipGramConfig, tags: samplers.AliasTable):
   """The jitted step with the state donated."""
-  return jax.jit(lambda state, batch: train_step(cfg, tag_cdf_Y, state, batch), donate_argnums=0)
+  return jax.jit(lambda state, batch: train_step(cfg, tags, state, batch), donate_argnums=0)

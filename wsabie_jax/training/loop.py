@@ -16,12 +16,9 @@ import pathlib
 from typing import Callable
 
 import jax
-import jax.numpy as jnp
 import ml_collections
-import numpy as np
 
-from wsabie_jax.data import batching
-from wsabie_jax.training import checkpoints, parallel, workdir as workdir_lib
+from wsabie_jax.training import checkpoints, dispatch, parallel, workdir as workdir_lib
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.progress import Progress
 from wsabie_jax.training.recorder import Clock, Recorder, Summaries, read_stats
@@ -40,18 +37,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
                             jax.devices(platform) if platform else None)
   # Everything runs on the mesh's devices (a CPU mesh on a GPU machine included).
   with jax.default_device(mesh.devices.flat[0]):
-    return _run(config, workdir, mesh, build(config, mesh))
+    return _run(config, workdir, build(config, mesh))
 
 
-def _run(config, workdir: pathlib.Path, mesh, method: Method) -> dict:
+def _run(config, workdir: pathlib.Path, method: Method) -> dict:
   metric = config.train.select_metric
   if metric not in method.select_metrics:
     raise ValueError(f'config.train.select_metric={metric!r} is not one of '
                      f'{sorted(method.select_metrics)}')
   log.info('data: %s', method.description)
   workdir_lib.save_vocabulary(workdir, method.vocabulary)
-  if mesh.devices.size > 1:
-    log.info('data parallel over %d devices', mesh.devices.size)
+  if method.mesh.devices.size > 1:
+    log.info('data parallel over %d devices', method.mesh.devices.size)
   ckpts = checkpoints.Checkpoints(workdir)
   state, record = method.init_state(), None
   restored = ckpts.restore(ckpts.latest, state)
@@ -60,7 +57,7 @@ def _run(config, workdir: pathlib.Path, mesh, method: Method) -> dict:
     log.info('resumed from step %d (%s)', int(state.step), record)
   summaries = Summaries(workdir)
   recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
-  state = _train(config, method.place(state), method, ckpts, recorder, summaries)
+  state = _train(config, state, method, ckpts, recorder, summaries)
 
   best = ckpts.restore(ckpts.best, state)
   result = method.test(best[0] if best is not None else state, workdir)
@@ -87,7 +84,10 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   start_step = int(state.step)
   progress = Progress(total_steps, train.batch_size)
   clock = Clock(r['train_seconds'], r['step_seconds'])
-  steps = _dispatcher(config, method, start_step, total_steps)
+  steps = dispatch.Dispatcher(train, method, start_step, total_steps)
+  log.info('%s: %d steps a call (%s)', method.mesh.devices.flat[0].platform,
+           train.get('steps_per_call', 1), steps.mode)
+  state = steps.place(state)
   step, pending = start_step, None
   while step < total_steps and not r['stopped']:
     first = step == start_step
@@ -125,69 +125,6 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
 def _crossed(step: int, done: int, every: int) -> bool:
   """Whether the last `done` steps, ending at `step`, passed a multiple of `every`."""
   return step // every > (step - done) // every
-
-
-class _dispatcher:
-  """Runs the next steps: one dispatch a step (batches built on the host, a
-  thread ahead), or `train.steps_per_call` steps a dispatch as one jitted
-  `lax.scan` over a device-resident stream — its arrays put on the device
-  once, each call sending only the steps' example ids (the stream's own
-  order, so both paths see the same batches). A call stops at the next
-  validation or checkpoint, so those land on the same steps either way.
-  Returns (state, stats of the call's last step, steps done)."""
-
-  def __init__(self, config, method: Method, start_step: int, total_steps: int):
-    train, stream = config.train, method.stream
-    self.total, self.train, self.stream = total_steps, train, stream
-    self.per_call = train.get('steps_per_call', 1)
-    if self.per_call > 1 and (method.pure_step is None or not hasattr(stream, 'gather')):
-      log.info('train.steps_per_call=%d: this method or stream runs one step a dispatch',
-               self.per_call)
-      self.per_call = 1
-    if self.per_call == 1:
-      self.batches = batching.prefetch((stream.batch(s) for s in range(start_step, total_steps)),
-                                       put=method.put)
-      self.step_fn = method.train_step
-      return
-    self.table = jax.device_put(stream.table())
-    pure_step, gather = method.pure_step, stream.gather
-
-    def many(state, table, ids_NxB, num_steps):
-      """The first `num_steps` of N steps (one compiled shape for every call)."""
-      def one(carry, i_ids):
-        i, ids_B = i_ids
-        state, last = carry
-        return jax.lax.cond(i < num_steps, lambda: pure_step(state, gather(table, ids_B)),
-                            lambda: (state, last)), None
-
-      shapes = jax.eval_shape(pure_step, state, gather(table, ids_NxB[0]))[1]
-      zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-      (state, stats), _ = jax.lax.scan(one, (state, zeros),
-                                       (jnp.arange(ids_NxB.shape[0]), ids_NxB))
-      return state, stats
-
-    self.many = jax.jit(many, donate_argnums=0)
-
-  def __call__(self, state, step: int):
-    if self.per_call == 1:
-      state, stats = self.step_fn(state, next(self.batches))
-      return state, stats, 1
-    t = self.train
-    boundary = min(self.total, _next_multiple(step, t.eval_every_steps),
-                   _next_multiple(step, t.checkpoint_every_steps))
-    n = min(self.per_call, boundary - step)
-    ids = [self.stream.ids(s) for s in range(step, step + n)]
-    ids += [np.zeros_like(ids[0])] * (self.per_call - n)  # skipped inside the call
-    state, stats = self.many(state, self.table, np.stack(ids), n)
-    return state, stats, n
-
-  def close(self):
-    if self.per_call == 1:
-      self.batches.close()
-
-
-def _next_multiple(step: int, every: int) -> int:
-  return (step // every + 1) * every
 
 
 def _validate(method: Method, state, recorder: Recorder, ckpts, step_seconds: float) -> bool:

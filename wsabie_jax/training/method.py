@@ -10,15 +10,17 @@ from typing import Any, Callable, NamedTuple
 
 class Method(NamedTuple):
   init_state: Callable[[], Any]
-  place: Callable[[Any], Any]            # a (restored) state onto the devices
-  stream: Any                            # .batch(step), .num_examples, .position(step)
-  train_step: Callable                   # (state, batch) -> (state, stats), jitted
-  put: Callable                          # a host batch onto the devices
+  stream: Any                            # .batch(step), .num_examples, .position(step);
+                                         # .ids/.table/.gather where it fits on the devices
+  # The step as a pure function (state, batch) -> (state, stats) over the whole
+  # batch; the loop compiles it (dispatch.py), XLA partitions it over a mesh.
+  pure_step: Callable
+  mesh: Any                              # the devices it trains on (jax.sharding.Mesh)
   validate: Callable[[Any], dict | None]  # state -> validation metrics (None: no valid split)
   test: Callable[[Any, Any], dict]       # (best state, workdir) -> test metrics
   select_metrics: frozenset              # what config.train.select_metric may name
   vocabulary: dict                       # the workdir's vocabulary.json
   description: str                       # the data, for the log
-  # The step as a pure function (state, batch) -> (state, stats), for many steps
-  # per dispatch on a device-resident stream (None: one dispatch a step).
-  pure_step: Callable | None = None
+  # A per-device step with its own collectives over parallel.AXIS, run under
+  # shard_map when the mesh has several devices (None: pure_step, partitioned).
+  local_step: Callable | None = None

@@ -47,18 +47,24 @@ def replicate(tree, mesh: Mesh):
   return jax.device_put(tree, replicated(mesh))
 
 
-def shard_batch(batch: dict, mesh: Mesh) -> dict:
-  """Places a global batch (identical on every process) with its rows split over the mesh."""
-  sharding = NamedSharding(mesh, P(AXIS))
+def shard_batch(batch, mesh: Mesh, axis: int = 0):
+  """Places a global batch (a pytree, identical on every process) with its rows
+  (along `axis`: 1 for a call's N×B stack of steps) split over the mesh."""
+  sharding = NamedSharding(mesh, P(*[None] * axis, AXIS))
   size = mesh.devices.size
-  for name, x in batch.items():
-    if x.shape[0] % size:
-      raise ValueError(f'batch size {x.shape[0]} ({name}) is not divisible by {size} devices')
+  for path, x in jax.tree_util.tree_leaves_with_path(batch):
+    if x.shape[axis] % size:
+      raise ValueError(f'batch size {x.shape[axis]} ({jax.tree_util.keystr(path)}) is not '
+                       f'divisible by {size} devices')
   if jax.process_count() == 1:
     return jax.device_put(batch, sharding)
   n, i = jax.process_count(), jax.process_index()
-  local = {k: v[i * len(v) // n:(i + 1) * len(v) // n] for k, v in batch.items()}
-  return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in local.items()}
+
+  def local(v):
+    rows = np.arange(i * v.shape[axis] // n, (i + 1) * v.shape[axis] // n)
+    return jax.make_array_from_process_local_data(sharding, np.take(v, rows, axis))
+
+  return jax.tree.map(local, batch)
 
 
 def make_sharded_step(local_step, mesh: Mesh):
@@ -71,13 +77,6 @@ def make_sharded_step(local_step, mesh: Mesh):
   sharded = jax.shard_map(local_step, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=(P(), P()),
                           check_vma=False)
   return _synchronous_on_cpu(jax.jit(sharded, donate_argnums=0), mesh)
-
-
-def make_replicated_step(step_fn, mesh: Mesh):
-  """jit of step_fn(state, batch) -> (state, stats) with the state replicated and the
-  batch sharded: XLA partitions the computation and reduces the gradients (GSPMD)."""
-  return _synchronous_on_cpu(
-      jax.jit(step_fn, donate_argnums=0, out_shardings=(replicated(mesh), replicated(mesh))), mesh)
 
 
 def replicated(mesh: Mesh) -> NamedSharding:

@@ -177,8 +177,8 @@ def make_train_step(cfg: StepConfig):
   return jax.jit(lambda state, batch: train_step(cfg, state, batch), donate_argnums=0)
 
 
-def make_parallel_train_step(cfg: StepConfig, mesh):
-  """The jitted, donated data-parallel step: (state, sharded batch) -> (state, stats).
+def local_train_step(cfg: StepConfig):
+  """The per-device step of data parallelism (under shard_map, axis parallel.AXIS).
 
   Each device scores its slice of the batch and differentiates with respect
   to the rows it gathered; the touched rows and their gradients are
@@ -186,7 +186,7 @@ def make_parallel_train_step(cfg: StepConfig, mesh):
   single-device step's, sliced, so N devices give the parameters one gives.
   """
   if cfg.loss.kind == 'exact':
-    raise ValueError("the exact-rank reference (loss kind='exact') runs on one device only")
+    raise ValueError("the exact-rank reference (loss kind='exact') has no per-device step")
   axis = parallel.AXIS
 
   @precision.with_precision(cfg.model.matmul_precision)
@@ -202,4 +202,9 @@ def make_parallel_train_step(cfg: StepConfig, mesh):
     stats = jax.tree.map(lambda s: jax.lax.psum(s, axis), stats)
     return apply_row_grads(cfg, state, grads, sampler), stats
 
-  return parallel.make_sharded_step(local_step, mesh)
+  return local_step
+
+
+def make_parallel_train_step(cfg: StepConfig, mesh):
+  """The jitted, donated data-parallel step: (state, sharded batch) -> (state, stats)."""
+  return parallel.make_sharded_step(local_train_step(cfg), mesh)

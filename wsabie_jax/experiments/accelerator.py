@@ -1,0 +1,155 @@
+"""launch/benchmark.py --suite=accelerator: does the loop feed the device?
+
+Three tables, each printed and returned:
+  grid     the step alone (one dispatch a step on a fixed batch) against the
+           training loop end to end (train_examples_per_sec: the steps' time,
+           compilation and validation left out) at B ∈ {1,024, 4,096},
+           K ∈ {100, 1,000}, D = 100, Y ∈ {10k, 100k, 1M}; the loop at
+           steps_per_call 1 and the suite's steps_per_call; at B = 4,096,
+           K = 100, Y = 100k also the step alone with train.deterministic
+           (XLA's deterministic ops) and with model.matmul_precision
+           'tensorfloat32', to show what exactness costs.
+  lightfm  the benchmark's synthetic data (200,000 images, Y = d = 10,000,
+           ~50 non-zeros, D = 64): ours at B = 4,096, K = 100 against
+           LightFM's WARP given every CPU thread (os.cpu_count()), the same
+           budget each; ours evaluated on the test split on a schedule, so
+           the table reports when ours first reached LightFM's final p@1.
+  corel5k  the Corel5k config's end-to-end pairs/s (compare with the same
+           command on a CPU).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+
+from wsabie_jax.config import presets
+from wsabie_jax.core import evaluation
+from wsabie_jax.data import batching
+from wsabie_jax.experiments import benchmarking, tables
+from wsabie_jax.experiments import run as run_lib
+from wsabie_jax.methods import common, wsabie as wsabie_method
+from wsabie_jax.wsabie import step as step_lib
+
+
+def _grid_data(num_labels: int, small: bool):
+  data = presets.synthetic_data(num_labels=num_labels, num_features=10_000 if not small else 1000,
+                                nnz=50 if not small else 10, signal=0.5)
+  data.update(num_train=20_000 if small else 100_000, num_test=200 if small else 1000,
+              validation_fraction=0.01)
+  return data
+
+
+def grid(small: bool, seconds: float, steps_per_call: int) -> list[dict]:
+  Bs, Ks, Ys = ((64, 256), (10, 50), (500, 5000)) if small else (
+      (1024, 4096), (100, 1000), (10_000, 100_000, 1_000_000))
+  deterministic_at = (256, 10, 5000) if small else (4096, 100, 100_000)
+  rows = []
+  for Y in Ys:
+    data = _grid_data(Y, small)
+    for B in Bs:
+      for K in Ks:
+        config = wsabie_method.base_config(data)
+        config.model.dim = 100
+        config.loss.num_draws = K
+        config.train.update(batch_size=B, eval_every_steps=10**9, checkpoint_every_steps=10**9,
+                            eval_subset=100, log_every_steps=10**9)
+        train = common.load_splits(config)[0]
+        cfg = wsabie_method.step_config(config, train.num_labels)
+        batch = batching.PairStream(train, batching.pad_images(train), B, 0).batch(1)
+        row = {'Y': Y, 'B': B, 'K': K}
+        row['alone'] = B / benchmarking.timed_step(cfg, train.num_features, batch,
+                                                   steps=20 if small else 200)
+        if (B, K, Y) == deterministic_at:  # what exactness costs, two ways
+          row['alone_deterministic'] = B / benchmarking.timed_step(
+              cfg, train.num_features, batch, steps=10 if small else 50, deterministic=True)
+          tf32 = dataclasses.replace(cfg, model=dataclasses.replace(
+              cfg.model, matmul_precision='tensorfloat32'))
+          row['alone_tensorfloat32'] = B / benchmarking.timed_step(
+              tf32, train.num_features, batch, steps=20 if small else 200)
+        # Steps for about `seconds` at the step's own speed (a time budget would
+        # count compilation, which the loop's pairs/s leaves out).
+        config.train.max_steps = max(4 * steps_per_call, int(seconds * row['alone'] / B))
+        for per_call in (1, steps_per_call):
+          config.train.steps_per_call = per_call
+          with tempfile.TemporaryDirectory() as workdir:
+            got = run_lib.train_and_evaluate(config, workdir)
+          row[f'loop_{per_call}'] = got['train_examples_per_sec']
+        row['loop_over_alone'] = row[f'loop_{steps_per_call}'] / row['alone']
+        rows.append(row)
+        _print_grid(rows[-1:], steps_per_call, header=len(rows) == 1)
+  return rows
+
+
+def _print_grid(rows, per_call: int, header: bool):
+  if header:
+    print('\nStep alone vs the training loop end to end (pairs/s), D = 100')
+    print(f'{"Y":>9} {"B":>5} {"K":>5} {"alone":>12} {"loop 1/call":>12} '
+          f'{f"loop {per_call}/call":>13} {"loop ÷ alone":>13} {"alone, deterministic":>21} '
+          f'{"alone, TF32":>12}')
+  for r in rows:
+    det, tf32 = r.get('alone_deterministic'), r.get('alone_tensorfloat32')
+    det = f'{det:>12,.0f} ({r["alone"] / det:.1f}×)' if det else ''
+    tf32 = f'{tf32:>12,.0f}' if tf32 else ''
+    print(f'{r["Y"]:>9,} {r["B"]:>5} {r["K"]:>5} {r["alone"]:>12,.0f} {r["loop_1"]:>12,.0f} '
+          f'{r[f"loop_{per_call}"]:>13,.0f} {r["loop_over_alone"]:>13.2f} {det:>21} {tf32:>12}',
+          flush=True)
+
+
+def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:
+  train, test, _ = benchmarking.lightfm_data('synthetic', small)
+  dim, threads = 64, os.cpu_count()
+  padded_test = batching.pad_images(test)
+  lfm, lfm_epochs = benchmarking.train_lightfm(train, dim, budget, threads=threads)
+  theirs = benchmarking.summarize(lfm_epochs)
+  theirs.update(evaluation.evaluate_params(*benchmarking.lightfm_as_params(lfm, test), ks=(1, 10)))
+  B = 512 if small else 4096
+  cfg = step_lib.StepConfig(train.num_labels, model=step_lib.ModelConfig(dim=dim, max_norm=3.0),
+                            loss=step_lib.LossConfig(num_draws=100),
+                            optim=step_lib.OptimConfig(learning_rate=0.2))
+  curve = []
+
+  def on_pause(params, pairs, seconds):
+    got = evaluation.evaluate_params(params, padded_test, ks=(1,))
+    curve.append({'seconds': seconds, 'pairs': pairs, 'p@1': got['p@1']})
+
+  params, epochs = benchmarking.train_ours(train, cfg, B, budget, steps_per_call=steps_per_call,
+                                           on_pause=on_pause, pause_every_seconds=budget / 60)
+  ours = benchmarking.summarize(epochs)
+  ours.update(evaluation.evaluate_params(params, padded_test, ks=(1, 10)))
+  reached = [c['seconds'] for c in curve if c['p@1'] >= theirs['p@1']]
+  ours['seconds_to_lightfm_p@1'] = reached[0] if reached else None
+  out = {'ours': ours, 'lightfm': theirs, 'curve': curve, 'threads': threads, 'B': B,
+         'speed_ratio': ours['examples_per_sec'] / theirs['examples_per_sec'],
+         'time_ratio': None if not reached else reached[0] / theirs['seconds']}
+  print(f'\nSynthetic {train.num_images:,} images, Y = {train.num_labels:,}, D = {dim}, '
+        f'{budget:.0f} s each; LightFM with {threads} threads; ours B = {B}, K = 100')
+  print(f'{"":<12} {"pairs/s":>11} {"epochs":>7} {"p@1":>7} {"p@10":>7}')
+  for who, r in (('wsabie_jax', ours), ('LightFM', theirs)):
+    print(f'{who:<12} {r["examples_per_sec"]:>11,.0f} {r["epochs"]:>7.1f} {r["p@1"]:>7.4f} '
+          f'{r["p@10"]:>7.4f}')
+  when = 'never' if not reached else f'{reached[0]:.1f} s ({out["time_ratio"]:.3f} of LightFM\'s time)'
+  print(f'pairs/s ratio {out["speed_ratio"]:.1f}×; ours reached LightFM\'s final p@1 '
+        f'{theirs["p@1"]:.4f} after {when}', flush=True)
+  return out
+
+
+def corel5k(steps: int) -> dict:
+  config = tables.load('wsabie_corel5k')
+  config.train.update(max_steps=steps, eval_every_steps=10**9, checkpoint_every_steps=10**9,
+                      log_every_steps=10**9)
+  with tempfile.TemporaryDirectory() as workdir:
+    got = run_lib.train_and_evaluate(config, workdir)
+  out = {k: got[k] for k in ('train_examples_per_sec', 'steps', 'p@1')}
+  print(f'\nCorel5k config (B = {config.train.batch_size}, K = {config.loss.num_draws}, '
+        f'{config.train.steps_per_call} steps a call): {out["train_examples_per_sec"]:,.0f} pairs/s '
+        f'end to end ({out["steps"]} steps)', flush=True)
+  return out
+
+
+def run(small: bool, budget: float, steps_per_call: int = 64) -> dict:
+  seconds = 2.0 if small else 3.0
+  return {'grid': grid(small, seconds, steps_per_call),
+          'lightfm': versus_lightfm(small, budget, steps_per_call),
+          'corel5k': corel5k(200 if small else 5000), 'steps_per_call': steps_per_call}
+

@@ -1,0 +1,169 @@
+"""Feeding the device: a method's pure step compiled into calls of many steps.
+
+The host's work per step (building a batch, a transfer, a Python dispatch)
+is what caps an accelerator (docs/DESIGN.md §1): one H100 runs the step at
+11M pairs/s but a loop dispatching one step at a time fed it 1.5M. So a call
+runs `train.steps_per_call` steps as one jitted, donated `lax.scan`:
+
+  resident   the stream's arrays (`stream.table()`) are put on the devices
+             once; a call sends only its steps' example ids (N×B int32) and
+             each step gathers its batch there (`stream.gather`).
+  streamed   a stream without a table (shards larger than memory) builds a
+             chunk of N batches on the host, stacked, sent in one transfer,
+             a thread ahead: the next chunk is built and copied while the
+             device scans the current one (double-buffered).
+  per step   `steps_per_call = 1`: one dispatch a step, batches prefetched.
+
+Every mode feeds step s the stream's batch s (the stream's own order), so
+parameters are bit-identical across modes and resume is exact mid-call
+(tests/train_test.py). A call ends at the next validation or checkpoint
+boundary; the schedule of calls is a pure function of where training
+starts, so the prefetching thread and the loop agree on it.
+
+Several devices: WSABIE's per-device step (its own all-gathers) runs under
+`shard_map`; other steps are partitioned by XLA (GSPMD). The batch (or the
+ids) is split over the mesh along B, the state and the table replicated.
+
+`train.deterministic` compiles the steps with XLA's deterministic GPU ops:
+scatter-adds of repeated rows (a step's gradient rows) are then summed in a
+fixed order, so a resumed GPU run equals an uninterrupted one. It is off by
+default: on an H100 it made the WSABIE step ~18× slower (README "Scale").
+Without it a GPU run differs from its resumed twin by float round-off.
+CPUs and TPUs are deterministic already; the option changes nothing there.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from wsabie_jax.data import batching
+from wsabie_jax.training import parallel
+from wsabie_jax.training.method import Method
+
+
+def compiler_options(deterministic: bool) -> dict:
+  """XLA options for the training steps (see the module docstring)."""
+  return {'xla_gpu_deterministic_ops': bool(deterministic)}
+
+
+def call_schedule(start: int, total: int, per_call: int, *every: int) -> Iterator[tuple[int, int]]:
+  """(first step, steps) of each call: `per_call` steps, cut at multiples of `every`."""
+  step = start
+  while step < total:
+    boundary = min([total] + [(step // e + 1) * e for e in every])
+    n = min(per_call, boundary - step)
+    yield step, n
+    step += n
+
+
+class Dispatcher:
+  """Runs the next call of steps. `__call__(state, step)` -> (state, stats of
+  the call's last step, steps done); `place(state)` puts a state on the mesh."""
+
+  def __init__(self, train, method: Method, start_step: int, total_steps: int):
+    self.mesh = method.mesh
+    self.multi = self.mesh.devices.size > 1
+    self.options = compiler_options(train.get('deterministic', False))
+    per_call = train.get('steps_per_call', 1)
+    stream = method.stream
+    schedule = call_schedule(start_step, total_steps, per_call, train.eval_every_steps,
+                             train.checkpoint_every_steps)
+    if per_call == 1:
+      self.mode = 'per step'
+      self.fn = self._compile_one(method)
+      calls = ((s, 1, stream.batch(s)) for s, _ in schedule)
+      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0))
+    else:
+      resident = hasattr(stream, 'table')
+      self.mode = 'resident' if resident else 'streamed'
+      gather = stream.gather if resident else (lambda table, batch: batch)
+      self.fn = self._compile_many(method, gather, per_call)
+      self.table = self._replicate(stream.table()) if resident else {}
+      calls = ((s, n, _stack([stream.ids(i) if resident else stream.batch(i)
+                              for i in range(s, s + n)], per_call)) for s, n in schedule)
+      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1))
+    self.calls = batching.prefetch(calls, size=2, put=put)
+
+  def place(self, state):
+    return parallel.replicate(state, self.mesh) if self.multi else state
+
+  def __call__(self, state, step: int):
+    first, n, xs = next(self.calls)
+    assert first == step, (first, step)
+    if self.mode == 'per step':
+      state, stats = self.fn(state, xs)
+    else:
+      state, stats = self.fn(state, self.table, xs, np.int32(n))
+    if self.multi and self.mesh.devices.flat[0].platform == 'cpu':
+      # XLA:CPU runs every device's program on one shared thread pool; with
+      # asynchronous dispatch one device can start the next call while
+      # another has not joined this one's collectives (parallel.py).
+      jax.block_until_ready(state)
+    return state, stats, n
+
+  def close(self):
+    self.calls.close()
+
+  # --- compilation ----------------------------------------------------------
+
+  def _compile_one(self, method: Method):
+    if self.multi and method.local_step is not None:
+      step = jax.shard_map(method.local_step, mesh=self.mesh, in_specs=(P(), P(parallel.AXIS)),
+                           out_specs=(P(), P()), check_vma=False)
+      return jax.jit(step, donate_argnums=0, compiler_options=self.options)
+    return jax.jit(method.pure_step, donate_argnums=0, compiler_options=self.options,
+                   **self._gspmd_shardings())
+
+  def _compile_many(self, method: Method, gather, per_call: int):
+    local = self.multi and method.local_step is not None
+    step = method.local_step if local else method.pure_step
+
+    def many(state, table, xs_N, num_steps):
+      """The first `num_steps` of N steps (one compiled shape for every call)."""
+      def one(carry, i_x):
+        i, x = i_x
+        state, last = carry
+        return jax.lax.cond(i < num_steps, lambda: step(state, gather(table, x)),
+                            lambda: (state, last)), None
+
+      x0 = jax.tree.map(lambda a: a[0], xs_N)
+      zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                           jax.eval_shape(step, state, gather(table, x0))[1])
+      (state, stats), _ = jax.lax.scan(one, (state, zeros), (jnp.arange(per_call), xs_N))
+      return state, stats
+
+    if local:  # each device scans its slice of every step's batch
+      many = jax.shard_map(many, mesh=self.mesh, in_specs=(P(), P(), P(None, parallel.AXIS), P()),
+                           out_specs=(P(), P()), check_vma=False)
+      return jax.jit(many, donate_argnums=0, compiler_options=self.options)
+    return jax.jit(many, donate_argnums=0, compiler_options=self.options,
+                   **self._gspmd_shardings())
+
+  def _gspmd_shardings(self) -> dict:
+    if not self.multi:
+      return {}
+    return {'out_shardings': (parallel.replicated(self.mesh), parallel.replicated(self.mesh))}
+
+  # --- transfers ------------------------------------------------------------
+
+  def _replicate(self, table: dict):
+    if self.multi:
+      return parallel.replicate(table, self.mesh)
+    return jax.device_put(table, self.mesh.devices.flat[0])
+
+  def _put_batch(self, batch: dict, axis: int):
+    if self.multi:
+      return parallel.shard_batch(batch, self.mesh, axis)
+    return jax.device_put(batch, self.mesh.devices.flat[0])
+
+
+def _stack(items: list, size: int):
+  """N steps' ids or batches stacked along a leading axis, padded to `size`
+  with copies of the first (skipped inside the call: one compiled shape)."""
+  items = items + [items[0]] * (size - len(items))
+  return jax.tree.map(lambda *xs: np.stack(xs), *items)
+
