@@ -163,3 +163,58 @@ def test_bad_adaptive_configs_are_errors():
     step_lib.LossConfig(sampler='adaptive', kind='exact')
   with pytest.raises(ValueError, match='rank_scale'):
     _adaptive_cfg(rank_scale=2.0)
+
+
+def test_importance_weights_are_unbiased_for_a_non_uniform_proposal():
+  """Brute-force expectation over every tuple of K draws from a non-uniform q
+  (1/q = 2, 4, 4: the estimates are whole numbers, so the floor is exact).
+  E[r̂] is the true violator count, so with linear L (mean_rank) E[L(r̂)] = L(#viol)
+  exactly; with K = 1 every violator's expected weight is L(#viol)/#viol, eq. (6).
+  A uniform 1/q (the violator-count estimate) gets both wrong here."""
+  import itertools
+  Y, support, q = 10, np.asarray([3, 5, 8]), np.asarray([0.5, 0.25, 0.25])
+  num_neg = jnp.asarray(Y - 1)
+  for violators in ({3}, {5}, {3, 8}, {5, 8}, {3, 5, 8}):
+    count = len(violators)
+    for K in (1, 2):  # 1/q even: Σ viol/q over K ≤ 2 draws divides by K
+      mean_weight, per_label = 0.0, np.zeros(Y)
+      for draw in itertools.product(range(3), repeat=K):
+        labels = support[list(draw)]
+        prob = np.prod(q[list(draw)])
+        viol = jnp.asarray([y in violators for y in labels])
+        w, per_draw = warp.importance_weight(viol, jnp.asarray(q[list(draw)], jnp.float32),
+                                             num_neg, num_labels=Y, rank_weights='mean_rank')
+        mean_weight += prob * float(w)
+        np.add.at(per_label, labels, prob * np.asarray(per_draw, np.float64))
+      assert mean_weight == pytest.approx(count / (Y - 1), rel=1e-5), (violators, K)
+      if K == 1:
+        for y in range(Y):
+          want = 1 / (Y - 1) if y in violators else 0.0  # L(count)/count each
+          assert per_label[y] == pytest.approx(want, rel=1e-5, abs=1e-9), (violators, y)
+
+
+def test_factor_law_is_eq_8_with_sigma():
+  """Draws at rank 0 (λ·Y = 0.01) name their factor: factor f's top label when
+  v_if > 0, its bottom one otherwise. Their frequencies follow p(f|i) ∝ |v_if|·σ_f,
+  eq. (8), computed here from W's column spreads (chi-square, p > 1e-3); the
+  factors' σ_f differ 8-fold, so dropping σ_f fails (p < 1e-100)."""
+  D, Y = 4, 12
+  rng = np.random.default_rng(7)
+  spread_D = np.asarray([0.25, 0.5, 1.0, 2.0])
+  W = rng.uniform(-0.1, 0.1, (Y, D)) * spread_D
+  for f in range(D):
+    W[f, f], W[D + f, f] = 3 * spread_D[f], -3 * spread_D[f]  # f's top and bottom labels
+  image = np.asarray([[0.7, -1.2, 0.4, -0.3]])
+  sampler = vse.refresh(jnp.asarray(W, jnp.float32), 0)
+  n = 40_000
+  u = vse.draw_uniforms(jax.random.PRNGKey(5), 1, n)
+  labels = np.asarray(vse.draw(sampler, jnp.asarray(image, jnp.float32), u,
+                               rank_scale=0.01 / Y))[0]
+  sigma_D = W.std(0)
+  p_f = np.abs(image[0]) * sigma_D / np.sum(np.abs(image[0]) * sigma_D)
+  label_of_f = [f if image[0, f] > 0 else D + f for f in range(D)]
+  observed = np.asarray([np.sum(labels == y) for y in label_of_f])
+  assert observed.sum() == n
+  assert stats.chisquare(observed, p_f * n).pvalue > 1e-3
+  no_sigma = np.abs(image[0]) / np.abs(image[0]).sum()
+  assert stats.chisquare(observed, no_sigma * n).pvalue < 1e-100

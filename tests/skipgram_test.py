@@ -87,6 +87,13 @@ def test_tag_samplers():
   drawn = np.asarray(samplers.sample_tags(jax.random.PRNGKey(0), pos_BxT, num_pos_B, 5))
   assert drawn.shape == (3, 5)
   assert (drawn[0] == 3).all() and (drawn[1] == 7).all() and set(drawn[2]) <= {2, 5, 8}
+  # Paper 004 §2.2: an image with ≥ P tags gives P different ones, each equally
+  # often (chi-square); fewer than P are drawn with replacement (above).
+  tags = [1, 4, 6, 7, 9, 10]
+  six_BxT = jnp.tile(jnp.array([tags + [12]]), (20_000, 1))  # 6 tags, padded with Y = 12
+  drawn = np.asarray(samplers.sample_tags(jax.random.PRNGKey(4), six_BxT, jnp.full(20_000, 6), 4))
+  assert all(len(set(row)) == 4 for row in drawn) and set(drawn.ravel()) == set(tags)
+  assert stats.chisquare(np.bincount(drawn.ravel(), minlength=13)[tags]).pvalue > 1e-3
   adjacent = np.asarray(samplers.adjacent_draws(jax.random.PRNGKey(1), pos_BxT, num_pos_B, 6))
   assert (adjacent[0] == 7).all() and set(adjacent[1]) <= {2, 5, 8} and (adjacent[2] == 3).all()
   counts = np.array([10, 0, 30, 60])

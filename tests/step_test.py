@@ -44,10 +44,17 @@ def _reference_update(cfg, state, batch):
     def f(i):
       if cfg.model.score == 'dot':
         return W[i] @ x
+      if cfg.model.score == 'neg_euclidean':  # paper 001: −‖W_i − x‖
+        return -np.linalg.norm(W[i] - x)
       return -np.sum((W[i] - x) ** 2)
 
     def df_dw(i):  # ∂f_i/∂W_i and ∂f_i/∂x
-      return (x, W[i]) if cfg.model.score == 'dot' else (2 * (x - W[i]), 2 * (W[i] - x))
+      if cfg.model.score == 'dot':
+        return x, W[i]
+      if cfg.model.score == 'neg_euclidean':
+        u = (x - W[i]) / np.linalg.norm(W[i] - x)
+        return u, -u
+      return 2 * (x - W[i]), 2 * (W[i] - x)
 
     num_neg = Y - batch['num_pos_B'][b]
     budget = neg[b][:min(cfg.loss.num_draws, num_neg)]
@@ -95,6 +102,7 @@ def _reference_update(cfg, state, batch):
 
 @pytest.mark.parametrize('score,optimizer,violators,estimate', [
     ('dot', 'sgd', 'first', 'first_violator'), ('neg_sq_euclidean', 'sgd', 'first', 'first_violator'),
+    ('neg_euclidean', 'sgd', 'first', 'first_violator'), ('neg_euclidean', 'adagrad', 'all', 'violator_count'),
     ('dot', 'adagrad', 'first', 'first_violator'), ('dot', 'sgd', 'all', 'violator_count'),
     ('dot', 'adagrad', 'all', 'first_violator')])
 def test_step_matches_slow_reference(score, optimizer, violators, estimate):

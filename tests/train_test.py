@@ -177,3 +177,18 @@ def test_skipgram_resume_gives_identical_state(tmp_path):
   assert int(states[1].step) == 12
   for x, y in zip(jax.tree.leaves(states[0]), jax.tree.leaves(states[1])):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_mean_rank_selection_keeps_the_lowest(tmp_path):
+  """Paper 002 selects on validation mean rank: lower is better there, higher
+  for every other metric."""
+  from wsabie_jax.training import recorder
+  summaries = recorder.Summaries(tmp_path)
+  by_rank = recorder.Recorder(tmp_path, 'iw_pair_mean_rank', 2, summaries)
+  by_map = recorder.Recorder(tmp_path, 'iw_pair_map', 2, summaries)
+  got = [(by_rank.validation(s, v, 0.0), by_map.validation(s, v, 0.0)) for s, v in enumerate(
+      [{'iw_pair_mean_rank': 30.0, 'iw_pair_map': 0.2}, {'iw_pair_mean_rank': 12.0, 'iw_pair_map': 0.1},
+       {'iw_pair_mean_rank': 20.0, 'iw_pair_map': 0.3}])]
+  summaries.close()
+  assert got == [(True, True), (True, False), (False, True)]
+  assert by_rank.record['best_step'] == 1 and by_map.record['best_step'] == 2

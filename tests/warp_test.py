@@ -84,6 +84,21 @@ def test_first_violator_is_a_violator_and_rank_estimate_is_floor():
   assert np.all(weight[~found] == 0)
 
 
+def test_margin_zero_counts_ties_as_paper_001():
+  """Paper 001 samples until f_ȳ ≥ f_y (no margin): at margin 0 a tie violates;
+  at margin 1 (paper 000, Alg. 1 l. 11) a draw must beat f_y − 1 strictly."""
+  pos = jnp.asarray([2.0, 2.0])
+  neg = jnp.asarray([[1.0, 2.0, 3.0], [1.0, 1.5, 1.9]])
+  num_neg = jnp.asarray([9, 9])
+  at_zero = warp.find_violators(pos, neg, num_neg, 10, margin=0.0)
+  np.testing.assert_array_equal(at_zero.violates_BxK, [[False, True, True], [False, False, False]])
+  np.testing.assert_array_equal(at_zero.num_trials_B, [2, 4])
+  at_one = warp.find_violators(pos, neg, num_neg, 10, margin=1.0)
+  np.testing.assert_array_equal(at_one.violates_BxK, [[False, True, True], [False, True, True]])
+  np.testing.assert_array_equal(warp.violates(jnp.asarray(2.0), jnp.asarray([1.0, 1.0 + 1e-6]), 1.0),
+                                [False, True])
+
+
 @pytest.mark.parametrize('rank_weights', ['harmonic', 'mean_rank', 'top1'])
 def test_full_budget_expectation_matches_exact_rank_loss(rank_weights):
   """With K ≥ Y−1 (no truncation), E[WARP loss] = eq. (6) with L̃ (Remark 1).

@@ -45,10 +45,20 @@ def is_positive(labels_BxK: jax.Array, pos_BxP: jax.Array) -> jax.Array:
 
 def sample_tags(key: jax.Array, pos_BxT: jax.Array, num_pos_B: jax.Array,
                 num_samples: int) -> jax.Array:
-  """`num_samples` of each image's tags, uniformly with replacement: a fixed
-  shape for images with any number (≥ 1) of tags (paper 004 §2.2)."""
-  u_BxP = jax.random.uniform(key, (pos_BxT.shape[0], num_samples))
+  """`num_samples` (P) of each image's tags, uniformly: without replacement when
+  the image has at least P tags, with replacement when it has fewer ("we sample
+  with replacement to reach our threshold", paper 004 §2.2). A fixed shape for
+  images with any number (≥ 1) of tags."""
+  key_with, key_without = jax.random.split(key)
+  B, T = pos_BxT.shape
+  u_BxP = jax.random.uniform(key_with, (B, num_samples))
   j_BxP = jnp.minimum((u_BxP * num_pos_B[:, None]).astype(jnp.int32), num_pos_B[:, None] - 1)
+  if T >= num_samples:  # else no image has P tags
+    # The P tags with the smallest of i.i.d. uniform keys: a uniform P-subset.
+    keys_BxT = jax.random.uniform(key_without, (B, T))
+    keys_BxT = jnp.where(jnp.arange(T)[None, :] < num_pos_B[:, None], keys_BxT, 2.0)
+    subset_BxP = jax.lax.top_k(-keys_BxT, num_samples)[1].astype(jnp.int32)
+    j_BxP = jnp.where((num_pos_B >= num_samples)[:, None], subset_BxP, j_BxP)
   return jnp.take_along_axis(pos_BxT, j_BxP, axis=1)
 
 

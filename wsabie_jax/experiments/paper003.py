@@ -25,7 +25,12 @@ def _fmt_speedup(s: dict, which: str) -> str:
 def _table(data: str, speed: dict, tests: dict, rates: dict) -> str:
   lines = [f'Data: {data}. Time: seconds in training steps until validation p@5 first reaches 95% '
            'of the run\'s own best / of uniform WARP\'s best; speed-up = uniform WARP\'s time to its '
-           'own 95% over the row\'s ("—": the row never reaches WARP\'s 95%).', PAPER, '',
+           'own 95% over the row\'s ("—": the row never reaches WARP\'s 95%). "warp" is uniform '
+           'WARP with a fixed budget of K parallel draws (first violator), not Alg. 1\'s sequential '
+           'draws: at K ≪ Y its rank weighting is flat (README, table 000-R1). "auc" is a plain '
+           'hinge against one uniform negative (paper 003\'s Opt-AUC uses the logistic loss), and '
+           'images are feature embeddings V·x (the paper learns one embedding per image ID).',
+           PAPER, '',
            '| row | valid p@5 best | s to 95% own | s to 95% WARP | speed-up (own) | '
            'speed-up (WARP target) | pairs/s | test p@5 | test r@5 | test MAP | test AUC |',
            '|---|---|---|---|---|---|---|---|---|---|---|']

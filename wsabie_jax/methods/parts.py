@@ -75,31 +75,41 @@ def proxy_data(config: ml_collections.ConfigDict) -> proxy.ProxyData:
 
 
 def fixed_quadruplets(config: ml_collections.ConfigDict, data: proxy.ProxyData, split: str) -> dict:
-  """The split's fixed evaluation set (config.proxy.num_valid / num_test quadruplets)."""
+  """The split's fixed evaluation set (config.proxy.num_valid / num_test
+  quadruplets): validation from the relations training sees (model selection
+  never looks at the unseen ones), test from all of them (§6.5 needs both)."""
   salt = {'valid': 1, 'test': 2}[split]
   size = getattr(_proxy_settings(config), f'num_{split}')
-  return proxy.QuadrupletStream(data.splits[split], data.relations_Rx2, size,
-                                config.seed + salt).batch(0)
+  relations = data.seen_Rx2 if split == 'valid' else data.relations_Rx2
+  return proxy.QuadrupletStream(data.splits[split], relations, size, config.seed + salt).batch(0)
 
 
 def _tables(cfg: parts.PartsConfig, state):
   return state.params.V_dxD, state.params.W_KxD, parts.image_table(cfg, state.params)
 
 
+def _is_unseen(data: proxy.ProxyData, quads: dict) -> np.ndarray:
+  """Which quadruplets pair a relation training never saw (§6.5)."""
+  unseen = {tuple(r) for r in data.unseen_Rx2}
+  return np.asarray([(o, p) in unseen for o, p in zip(quads['obj_label_B'],
+                                                       quads['part_label_B'])], bool)
+
+
 def _test_metrics(config, cfg, data: proxy.ProxyData, state, quads: dict) -> dict:
-  """Every task under Image-Word, Image and WordNet-offset scoring; with
-  relations training never saw, the same on their quadruplets (§6.5)."""
+  """Every task under Image-Word, Image and WordNet-offset scoring on the test
+  quadruplets of relations training saw (Table 3); on those of relations it
+  never saw, the same prefixed `unseen_` (§6.5, Table 5)."""
   offset = _proxy_settings(config).offset
   kw = dict(offset=offset, scorings=('iw', 'i', 'io'), couples_Cx2=data.relations_Rx2)
-  out = parts_eval.evaluate(*_tables(cfg, state), quads, cfg.model.alpha, data.seen_Rx2, **kw)
-  if len(data.unseen_Rx2):
-    unseen = {tuple(r) for r in data.unseen_Rx2}
-    rows = np.flatnonzero([(o, p) in unseen for o, p in zip(quads['obj_label_B'],
-                                                              quads['part_label_B'])])
-    sub = {k: v[rows] for k, v in quads.items()}
-    got = parts_eval.evaluate(*_tables(cfg, state), sub, cfg.model.alpha, data.seen_Rx2, **kw)
-    out.update({f'unseen_{k}': v for k, v in got.items()})
-    out['unseen_test_quadruplets'] = len(rows)
+  is_unseen = _is_unseen(data, quads)
+  out = {}
+  for prefix, rows in (('', np.flatnonzero(~is_unseen)), ('unseen_', np.flatnonzero(is_unseen))):
+    if len(rows):
+      sub = {k: v[rows] for k, v in quads.items()}
+      got = parts_eval.evaluate(*_tables(cfg, state), sub, cfg.model.alpha, data.seen_Rx2, **kw)
+      out.update({f'{prefix}{k}': v for k, v in got.items()})
+  out['seen_test_quadruplets'] = int((~is_unseen).sum())
+  out['unseen_test_quadruplets'] = int(is_unseen.sum())
   return out
 
 
@@ -131,7 +141,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
     return out
 
   names = [f'{s}_{t}_{m}' for s in ('iw', 'i') for t in ('pair', 'triplet')
-           for m in ('p@1', 'p@10', 'map')] + ['annot_p@1', 'annot_p@10', 'annot_map']
+           for m in ('p@1', 'p@10', 'map', 'mean_rank')] + ['annot_p@1', 'annot_p@10', 'annot_map']
   sizes = {k: v.num_images for k, v in data.splits.items()}
   description = (f'{sizes} images, {train.num_labels} synsets, {len(data.relations_Rx2)} part-of '
                  f'relations in every split ({data.dropped_relations} dropped)')
@@ -192,4 +202,6 @@ def svm_baseline(config: ml_collections.ConfigDict, grid=((0.01, 5), (0.1, 5), (
     got = annotation(W, quads['valid'])['svm_annot_map']
     if best is None or got > best[0]:
       best = (got, W, (C, epochs))
-  return {**annotation(best[1], quads['test']), 'svm_setting': str(best[2])}
+  seen = np.flatnonzero(~_is_unseen(data, quads['test']))  # Table 3: seen relations
+  test = {k: v[seen] for k, v in quads['test'].items()}
+  return {**annotation(best[1], test), 'svm_setting': str(best[2])}

@@ -67,13 +67,34 @@ def build(ds: SparseDataset, relations, fractions=(0.8, 0.1, 0.1), min_images: i
   splits = {name: ds.subset(np.sort(p)) for name, p in zip(('train', 'valid', 'test'), parts)}
   keep = ds.label_frequencies()[rel].min(1) >= min_images
   for split in splits.values():
-    counts = split.label_frequencies()
-    # An object image and a *different* part image: two images, or each label on one.
-    whole_n, part_n = counts[rel[:, 0]], counts[rel[:, 1]]
-    keep &= (whole_n > 0) & (part_n > 0) & (whole_n + part_n >= 2)
+    keep &= serves_every_whole_image(split, rel)
   kept = rel[keep]
   unseen = np.random.default_rng([seed, 13]).random(len(kept)) < unseen_fraction
   return ProxyData(splits, kept, int((~keep).sum()), kept[unseen])
+
+
+def serves_every_whole_image(ds: SparseDataset, rel_Rx2: np.ndarray) -> np.ndarray:
+  """Whether each relation (whole, part) has, for *every* image of its whole,
+  a different image of its part — what `QuadrupletStream` draws: an image of
+  the whole, then a part image other than it. True iff the whole has an
+  image and the part has two, or one that does not carry the whole too.
+  (Counting whole + part images ≥ 2 is not enough: a lone part image that
+  also carries the whole, once drawn as the whole's image, leaves none.)"""
+  counts = ds.label_frequencies()
+  whole_n, part_n = counts[rel_Rx2[:, 0]], counts[rel_Rx2[:, 1]]
+  indptr, images = label_index(ds)
+  lone_part_image = images[np.minimum(indptr[rel_Rx2[:, 1]], len(images) - 1)]
+  return (whole_n > 0) & ((part_n >= 2) | ((part_n == 1) & ~has_label(ds, lone_part_image,
+                                                                      rel_Rx2[:, 0])))
+
+
+def has_label(ds: SparseDataset, images_R: np.ndarray, labels_R: np.ndarray) -> np.ndarray:
+  """Whether image images_R[r] carries label labels_R[r] (vectorised)."""
+  owner = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
+  keys = np.sort(owner.astype(np.int64) * ds.num_labels + ds.label_idx)
+  want = images_R.astype(np.int64) * ds.num_labels + labels_R
+  at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+  return keys[at] == want
 
 
 class QuadrupletStream:
@@ -105,6 +126,10 @@ class QuadrupletStream:
     n = self.ds.num_images
     at = np.minimum(np.searchsorted(self.keys, labels * n + avoid), len(self.keys) - 1)
     has = self.keys[at] == labels * n + avoid
+    if np.any(count - has < 1):  # `build` keeps only relations that avoid this
+      r = int(np.argmax(count - has < 1))
+      raise ValueError(f'label {labels[r]} has no image other than image {avoid[r]} '
+                       f'(relations must pass proxy.serves_every_whole_image)')
     j = (rng.random(len(labels)) * (count - has)).astype(np.int64)
     return self.images[start + j + (has & (j >= at - start))]
 

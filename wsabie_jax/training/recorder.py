@@ -71,7 +71,9 @@ class Recorder:
   def __init__(self, workdir, metric: str, patience: int, summaries: Summaries, record=None):
     self.workdir, self.metric, self.patience, self.summaries = pathlib.Path(workdir), metric, \
         patience, summaries
-    self.record = record or {'best_metric': -math.inf, 'best_step': -1,
+    # Mean ranks are better lower (paper 002 selects on validation mean rank).
+    self.sign = -1.0 if metric.endswith('mean_rank') else 1.0
+    self.record = record or {'best_metric': -self.sign * math.inf, 'best_step': -1,
                              'evals_without_improvement': 0, 'train_seconds': 0.0,
                              'step_seconds': 0.0, 'stopped': ''}
 
@@ -82,7 +84,7 @@ class Recorder:
       with open(self.workdir / 'history.jsonl', 'a') as f:
         f.write(json.dumps({'step': step, 'step_seconds': step_seconds, **values}) + '\n')
     r = self.record
-    if values[self.metric] > r['best_metric']:
+    if self.sign * values[self.metric] > self.sign * r['best_metric']:
       r.update(best_metric=values[self.metric], best_step=step, evals_without_improvement=0)
       return True
     r['evals_without_improvement'] += 1

@@ -32,7 +32,7 @@ def first_valid_draw(cfg, pos_score, neg_scores_K, num_negatives, valid_K, propo
   """AUC (paper 000 Table 5; paper 003 Alg. 1 l. 20): the plain hinge against
   the first draw that is not a positive, counted when it violates."""
   first = jnp.argmax(valid_K)
-  found = jnp.any(valid_K) & (neg_scores_K[first] > pos_score - cfg.loss.margin)
+  found = jnp.any(valid_K) & warp.violates(pos_score, neg_scores_K[first], cfg.loss.margin)
   return first[None], found.astype(jnp.float32)[None], (found, first + 1)
 
 

@@ -36,8 +36,11 @@ class LossConfig:
   rank_estimate: str = 'first_violator'  # ⌊(Y−1)/N⌋ | 'violator_count'
   violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
   margin: float = 1.0
+  label_chunk: int = 4096       # exact: labels scored at once (memory O(B·label_chunk))
 
   def __post_init__(self):
+    if self.label_chunk < 1:
+      raise ValueError(f'loss.label_chunk={self.label_chunk} must be ≥ 1')
     check_choices(self, {'kind': LOSSES, 'rank_weights': warp.RANK_WEIGHTS,
                           'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
                           'sampler': SAMPLERS})

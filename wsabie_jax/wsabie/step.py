@@ -21,7 +21,7 @@ from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.training import parallel
-from wsabie_jax.wsabie import warp
+from wsabie_jax.wsabie import exact_rank
 from wsabie_jax.wsabie.objective import choose_objective, pair_loss
 # The settings, importable from here too (step.StepConfig, step.LossConfig, …).
 from wsabie_jax.wsabie.settings import (LOSSES, SAMPLERS, LossConfig, ModelConfig,  # noqa: F401
@@ -115,20 +115,16 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
 
 
 def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
-  """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)."""
+  """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)
+  time, O(B·C) memory in chunks of C = loss.label_chunk labels (exact_rank.py)."""
   V, W = params
-  B = batch['label_B'].shape[0]
-  pos_mask_BxY = jnp.zeros((B, cfg.num_labels + 1), bool)
-  pos_mask_BxY = pos_mask_BxY.at[jnp.arange(B)[:, None], batch['pos_BxP']].set(True)[:, :-1]
-
-  def loss_fn(V_rows_BxFxD, W_YxD):
-    image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
-    scores_BxY = model.score_all(image_BxD, W_YxD, cfg.model.score)
-    per_pair = warp.exact_rank_loss(scores_BxY, batch['label_B'], pos_mask_BxY,
-                                    cfg.num_labels, cfg.loss.rank_weights, cfg.loss.margin)
-    return jnp.sum(batch['weight_B'] * per_pair)
-
-  loss, (gV, gW) = jax.value_and_grad(loss_fn, (0, 1))(V[batch['feat_idx_BxF']], W)
+  V_rows_BxFxD = V[batch['feat_idx_BxF']]
+  image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+  loss, g_image_BxD, gW = exact_rank.row_grads(
+      image_BxD, W, batch['label_B'], batch['pos_BxP'], batch['weight_B'],
+      score=cfg.model.score, rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin,
+      chunk=min(cfg.loss.label_chunk, cfg.num_labels))
+  gV = batch['feat_val_BxF'][:, :, None] * g_image_BxD[:, None, :]
   grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
                    jnp.arange(cfg.num_labels), gW)
   return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0)}

@@ -30,6 +30,12 @@ def rank_loss(rank: jax.Array, num_labels: int, kind: str) -> jax.Array:
   raise ValueError(f'rank weights {kind!r} are not one of {RANK_WEIGHTS}')
 
 
+def violates(pos_score: jax.Array, neg_score: jax.Array, margin: float) -> jax.Array:
+  """Alg. 1 l. 11's test f_ȳ > f_y − margin; with margin 0 paper 001's
+  f_ȳ ≥ f_y (a tie counts, as in its rank, eq. (2))."""
+  return jnp.where(margin > 0, neg_score > pos_score - margin, neg_score >= pos_score)
+
+
 class Violators(NamedTuple):
   index_B: jax.Array     # position of ȳ among the K draws (0 when none)
   weight_B: jax.Array    # L(rank estimate), 0 when there is no violator
@@ -43,7 +49,7 @@ def find_violator(pos_score: jax.Array, neg_scores_K: jax.Array, num_negatives: 
                   rank_estimate: str = 'first_violator', margin: float = 1.0) -> Violators:
   """Alg. 1 ll. 6–14 for one positive pair, its K draws made at once.
 
-  ȳ is the first draw with f_ȳ > f_y − margin (l. 11), N its 1-based position,
+  ȳ is the first draw that `violates` (l. 11), N its 1-based position,
   and its weight L(⌊(Y−1)/N⌋) (§3). `num_negatives` is Y − |positives|, the
   size of the set drawn from: Alg. 1 stops after that many trials, so draws
   past it are ignored whatever the budget. `valid_K` masks draws that cannot
@@ -51,7 +57,7 @@ def find_violator(pos_score: jax.Array, neg_scores_K: jax.Array, num_negatives: 
   """
   num_draws = neg_scores_K.shape[0]
   in_budget_K = jnp.arange(num_draws) < num_negatives
-  violates_K = (neg_scores_K > pos_score - margin) & in_budget_K & valid_K
+  violates_K = violates(pos_score, neg_scores_K, margin) & in_budget_K & valid_K
   found = jnp.any(violates_K)
   index = jnp.argmax(violates_K)
   num_trials = jnp.where(found, index + 1, num_draws + 1)

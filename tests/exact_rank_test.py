@@ -1,0 +1,41 @@
+"""The exact-rank loss over label chunks against autodiff of the full B×Y form."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from wsabie_jax.core import model
+from wsabie_jax.wsabie import exact_rank
+from wsabie_jax.wsabie import warp
+
+
+@pytest.mark.parametrize('score,chunk,rank_weights', [
+    ('dot', 3, 'harmonic'), ('dot', 11, 'harmonic'), ('dot', 4, 'mean_rank'),
+    ('neg_euclidean', 5, 'harmonic'), ('neg_sq_euclidean', 7, 'harmonic')])
+def test_chunks_equal_the_full_matrix(score, chunk, rank_weights):
+  """Loss and gradients (image and every label row, the positive's included)
+  equal those of warp.exact_rank_loss on all Y scores at once; a chunk size
+  that does not divide Y = 11 pads, and positives never count as violators."""
+  rng = np.random.default_rng(0)
+  B, Y, D, P = 6, 11, 4, 3
+  image = jnp.asarray(rng.normal(0, 1, (B, D)), jnp.float32)
+  W = jnp.asarray(rng.normal(0, 1, (Y, D)), jnp.float32)
+  pos = np.full((B, P), Y, np.int32)
+  for b in range(B):
+    n = rng.integers(1, P + 1)
+    pos[b, :n] = np.sort(rng.choice(Y, n, replace=False))
+  label = jnp.asarray(pos[:, 0])
+  weight = jnp.asarray([1, 1, 0.5, 1, 0, 1], jnp.float32)
+  mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], pos].set(True)[:, :-1]
+
+  def full(x, W):
+    scores = model.score_all(x, W, score)
+    return jnp.sum(weight * warp.exact_rank_loss(scores, label, mask, Y, rank_weights, 0.5))
+
+  want_loss, (want_dx, want_dW) = jax.value_and_grad(full, (0, 1))(image, W)
+  loss, dx, dW = exact_rank.row_grads(image, W, label, jnp.asarray(pos), weight, score=score,
+                                      rank_weights=rank_weights, margin=0.5, chunk=chunk)
+  assert float(want_loss) > 0
+  np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
+  np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(dW, want_dW, rtol=1e-4, atol=1e-5)
