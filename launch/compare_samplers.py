@@ -2,6 +2,7 @@
 
   python launch/compare_samplers.py --data=synthetic --workdir=workdirs/samplers_synthetic
   python launch/compare_samplers.py --data=corel5k --workdir=workdirs/samplers_corel5k
+  python launch/compare_samplers.py --data=corel5k --paper --workdir=workdirs/samplers_corel5k_paper
 
 Trains each row's config (configs/samplers.py:<row>,<data>) in turn, from
 scratch, with the same budget and validation schedule, then writes to the
@@ -18,12 +19,13 @@ _DATA = flags.DEFINE_enum('data', 'synthetic', ['synthetic', 'corel5k'], 'Which 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Where the runs and the table go.', required=True)
 _ROWS = flags.DEFINE_list('rows', list(wsabie.SAMPLER_ROWS), 'Rows to run (warp is the reference).')
 _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')
+_PAPER = flags.DEFINE_bool('paper', False, "Paper 003's protocol (configs/samplers.py paper).")
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  paper003.run(_WORKDIR.value, _DATA.value, _ROWS.value, _SMALL.value)
+  paper003.run(_WORKDIR.value, _DATA.value, _ROWS.value, _SMALL.value, _PAPER.value)
 
 
 if __name__ == '__main__':

@@ -124,3 +124,18 @@ def test_frequency_baseline_predicts_most_frequent_labels():
   got = evaluation.evaluate_frequency_baseline(ds.label_frequencies(), batching.pad_images(ds),
                                                ks=(1,), f1_k=1)
   assert got['p@1'] == pytest.approx(3 / 4)  # label 2 is predicted first for everyone
+
+
+def test_a_positive_never_ranks_below_itself():
+  """Regression: the two passes' matmuls may round a score differently (XLA:CPU
+  did, at B = 5, Y = 12, chunk 4), and the positive counted itself as above
+  it — every rank here came out one too high before the fix."""
+  rng = np.random.default_rng(0)
+  image = rng.normal(size=(5, 4)).astype(np.float32)
+  W = rng.normal(size=(12, 4)).astype(np.float32)
+  s = image @ W.T
+  pos = np.argsort(-s, 1)[:, 4:5].astype(np.int32)
+  for chunk in (4, 5, 12):
+    ranks, _, _ = metrics.rank_and_top_k(jnp.asarray(image), jnp.asarray(W), jnp.asarray(pos),
+                                         k=3, score_kind='dot', chunk=chunk)
+    np.testing.assert_array_equal(np.asarray(ranks)[:, 0], [4] * 5)

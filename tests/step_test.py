@@ -186,3 +186,40 @@ def test_reference_losses_reduce_exact_rank_loss(loss):
 def test_bad_config_names_the_field():
   with pytest.raises(ValueError, match='LossConfig.kind='):
     step_lib.LossConfig(kind='warpp')
+
+
+def test_logistic_auc_with_l2_matches_slow_reference():
+  """Paper 003's Opt-AUC: one uniform negative per pair, log(1 + e^(f_ȳ − f_y))
+  whether or not it violates, plain SGD with λ·row added to each touched
+  row's gradient per occurrence (λ = 0.01 in the paper; 0.2 here to show)."""
+  cfg = helpers.step_config(Y, dim=D, loss='auc', pairwise='logistic', learning_rate=0.3,
+                            max_norm=10.0, l2=0.2)
+  state = step_lib.init_state(jax.random.PRNGKey(5), d, cfg)
+  batch = _tiny_batch(4)
+  V, W = (np.asarray(x, np.float64) for x in state.params)
+  key = jax.random.fold_in(state.key, state.step)
+  neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
+                                              jnp.asarray(batch['num_pos_B']), Y, 1))[:, 0]
+  gV, gW = np.zeros_like(V), np.zeros_like(W)
+  for b in range(B):
+    idx, val, y = batch['feat_idx_BxF'][b], batch['feat_val_BxF'][b], batch['label_B'][b]
+    x = val @ V[idx]
+    slope = 1 / (1 + np.exp(W[y] @ x - W[neg[b]] @ x))  # −∂ℓ/∂(f_y − f_ȳ) = σ(f_ȳ − f_y)
+    gW[y] += -slope * x + 0.2 * W[y]
+    gW[neg[b]] += slope * x + 0.2 * W[neg[b]]
+    for j, v in zip(idx, val):
+      gV[j] += v * (-slope * (W[y] - W[neg[b]])) + 0.2 * V[j]
+  new, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
+  np.testing.assert_allclose(new.params.V_dxD, V - 0.3 * gV, atol=1e-5)
+  np.testing.assert_allclose(new.params.W_YxD, W - 0.3 * gW, atol=1e-5)
+  assert int(stats['violator_found']) == B  # every draw counts under the logistic loss
+
+
+def test_init_std_and_config_checks():
+  cfg = helpers.step_config(Y, dim=64, init_std=0.01, max_norm=10.0)
+  V = np.asarray(step_lib.init_state(jax.random.PRNGKey(0), 200, cfg).params.V_dxD)
+  assert V.std() == pytest.approx(0.01, rel=0.05)
+  with pytest.raises(ValueError, match='pairwise'):
+    helpers.step_config(Y, loss='exact', pairwise='logistic')
+  with pytest.raises(ValueError, match='l2'):
+    helpers.step_config(Y, l2=-1.0)

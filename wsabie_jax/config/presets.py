@@ -15,7 +15,12 @@ def _common_data(**fields) -> ml_collections.ConfigDict:
       bias_feature=0.0,         # > 0: a constant extra feature (a learnt label prior)
       validation_fraction=0.1,  # carved from train, for model selection
       split_seed=0,
-      holdout_fraction=0.0))    # > 0: labels held out of training (zero-shot, paper 004 Table 2)
+      holdout_fraction=0.0,     # > 0: labels held out of training (zero-shot, paper 004 Table 2)
+      protocol='random',        # 'random' image splits | 'leave_one_out': one label of each
+                                # image (≥ 2 labels) held out, half for valid, half for test;
+                                # its other labels are left out of its ranking (paper 003)
+      features='visual',        # 'visual' | 'image_id': one embedding per image (paper 003)
+  ))
   c.update(fields)
   return c
 

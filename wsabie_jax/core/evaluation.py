@@ -37,16 +37,21 @@ def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array | None, padded: Padded
   sums: dict[str, float] = {}
   counts = metrics.ClassCounts(num_labels)
   num_images = 0
-  for feat_idx, feat_val, pos, real in eval_batches(padded, batch_size, limit):
+  for feat_idx, feat_val, pos, real, known in eval_batches(padded, batch_size, limit):
     image = embed_fn(feat_idx, feat_val)
     if W_YxD is None:
+      if known is not None:
+        raise ValueError('leave-one-out evaluation needs the label table (W_YxD)')
       ranks, top, _ = jax.device_get(metrics.rank_and_top_k_from_scores(
           image, jnp.asarray(pos), k=kmax))
     else:
       ranks, top, _ = jax.device_get(metrics.rank_and_top_k(
-          image, W_YxD, jnp.asarray(pos), k=kmax, score_kind=score, chunk=chunk))
+          image, W_YxD, jnp.asarray(pos), k=kmax, score_kind=score, chunk=chunk,
+          known_BxE=None if known is None else jnp.asarray(known)))
     ranks, top, pos = ranks[:real], top[:real], pos[:real]
-    per_image = metrics.per_image_metrics(ranks, top, num_labels, ks, label_parents, pos)
+    num_known = None if known is None else np.sum(known[:real] < num_labels, axis=1)
+    per_image = metrics.per_image_metrics(ranks, top, num_labels, ks, label_parents, pos,
+                                          num_known)
     for name, values in per_image.items():
       sums[name] = sums.get(name, 0.0) + float(values.sum())
     counts.add(top[:, :f1_k], pos)

@@ -22,13 +22,16 @@ from wsabie_jax.core import precision
 @functools.partial(jax.jit, static_argnames=('k', 'score_kind', 'chunk'))
 @precision.full_float32
 def rank_and_top_k(image_BxD: jax.Array, W_YxD: jax.Array, pos_BxP: jax.Array,
-                   *, k: int, score_kind: str, chunk: int = 4096):
+                   *, k: int, score_kind: str, chunk: int = 4096,
+                   known_BxE: jax.Array | None = None):
   """Exact ranks of the positives (−1 where padded) and the top-k labels.
 
-  pos_BxP holds label ids, padded with any id outside [0, Y).
+  pos_BxP holds label ids, padded with any id outside [0, Y). Labels in
+  known_BxE (leave-one-out: what training knows of the image) are left out of
+  the ranking: scored −∞, never above a positive nor in the top-k.
   Two passes over the label chunks: the first reads each positive's score off
-  the same matmul that scores the chunk (so a positive ties bit-exactly with a
-  duplicate of itself), the second counts the labels ranked above it.
+  a matmul that scores the chunk, the second counts the other labels ranked
+  above it.
   """
   num_labels, dim = W_YxD.shape
   chunk = min(chunk, num_labels)
@@ -42,7 +45,10 @@ def rank_and_top_k(image_BxD: jax.Array, W_YxD: jax.Array, pos_BxP: jax.Array,
   def chunk_scores(W_CxD, start):
     ids_C = start + jnp.arange(chunk)
     scores_BxC = model.score_all(image_BxD, W_CxD, score_kind)
-    return ids_C, jnp.where(ids_C[None, :] < num_labels, scores_BxC, -jnp.inf)
+    keep_BxC = jnp.broadcast_to(ids_C[None, :] < num_labels, scores_BxC.shape)
+    if known_BxE is not None:
+      keep_BxC &= ~jnp.any(ids_C[None, :, None] == known_BxE[:, None, :], axis=2)
+    return ids_C, jnp.where(keep_BxC, scores_BxC, -jnp.inf)
 
   def read_pos(pos_score_BxP, xs):
     ids_C, scores_BxC = chunk_scores(*xs)
@@ -61,6 +67,10 @@ def rank_and_top_k(image_BxD: jax.Array, W_YxD: jax.Array, pos_BxP: jax.Array,
     p_BxPx1 = pos_score_BxP[:, :, None]
     before_BxPxC = (s_BxPxC > p_BxPx1) | ((s_BxPxC == p_BxPx1)
                                           & (ids_C[None, None, :] < pos_BxP[:, :, None]))
+    # Never the positive itself: XLA may compile the two passes' matmuls
+    # differently (e.g. fuse the first pass's gather into it), so the positive's
+    # score here can exceed the one read in the first pass by an ulp.
+    before_BxPxC &= ids_C[None, None, :] != pos_BxP[:, :, None]
     above_BxP = above_BxP + jnp.sum(before_BxPxC, axis=-1, dtype=jnp.int32)
     merged_s = jnp.concatenate([top_s_Bxk, scores_BxC], axis=1)
     merged_i = jnp.concatenate([top_i_Bxk, jnp.broadcast_to(ids_C, (batch, chunk))], axis=1)
@@ -77,8 +87,10 @@ def rank_and_top_k(image_BxD: jax.Array, W_YxD: jax.Array, pos_BxP: jax.Array,
 
 def per_image_metrics(ranks_BxP: np.ndarray, top_Bxk: np.ndarray, num_labels: int,
                       ks=(1, 5, 10), label_parents_YxG: np.ndarray | None = None,
-                      pos_BxP: np.ndarray | None = None) -> dict[str, np.ndarray]:
-  """Per-image p@k, r@k, AP, AUC, mean 1-based rank of positives, psib@k.
+                      pos_BxP: np.ndarray | None = None,
+                      num_known_B: np.ndarray | None = None) -> dict[str, np.ndarray]:
+  """Per-image p@k, r@k, AP, AUC, mean 1-based rank of positives, psib@k
+  (`num_known_B`: labels left out of each ranking, not counted as negatives).
 
   ranks_BxP: exact 0-based ranks of each image's positives, −1 for padding.
   psib@k (paper 000 §4) credits a prediction that is a sibling (shares an is-a
@@ -99,7 +111,7 @@ def per_image_metrics(ranks_BxP: np.ndarray, top_Bxk: np.ndarray, num_labels: in
   out['ap'] = prec_BxP.sum(1) / n_B
   # negatives ranked above each positive = rank − positives above it
   neg_above_B = np.where(valid, r - (at_or_above_BxP - 1), 0).sum(1)
-  num_neg_B = num_labels - n_B
+  num_neg_B = num_labels - n_B - (0 if num_known_B is None else num_known_B)
   out['auc'] = 1.0 - neg_above_B / np.maximum(n_B * num_neg_B, 1)
   out['mean_rank'] = np.where(valid, r + 1, 0).sum(1) / n_B
   if label_parents_YxG is not None:

@@ -27,10 +27,11 @@ def project_rows(rows_NxD: jax.Array, max_norm: float) -> jax.Array:
 
 
 def init_params(key: jax.Array, num_features: int, num_labels: int,
-                dim: int, max_norm: float) -> Params:
-  """N(0, 1/√d) init, rescaled into the ball (paper 000 §3, "Training")."""
+                dim: int, max_norm: float, std: float = 0.0) -> Params:
+  """N(0, std²) init, std = 1/√d unless given (paper 000 §3, "Training"; paper
+  003 uses 0.01), rescaled into the ball."""
   key_v, key_w = jax.random.split(key)
-  std = 1.0 / jnp.sqrt(num_features)
+  std = std or 1.0 / jnp.sqrt(num_features)
   V = std * jax.random.normal(key_v, (num_features, dim), jnp.float32)
   W = std * jax.random.normal(key_w, (num_labels, dim), jnp.float32)
   return Params(project_rows(V, max_norm), project_rows(W, max_norm))

@@ -30,13 +30,17 @@ def init_accumulator(num_rows: int, optimizer: str, initial_value: float) -> jax
 
 def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
                 grads_RxD: jax.Array, *, learning_rate: float, optimizer: str,
-                max_norm: float, eps: float = 1e-10, dense: bool | None = None):
+                max_norm: float, eps: float = 1e-10, dense: bool | None = None,
+                l2: float = 0.0):
   """One optimiser step on the given rows, then projection into the ball.
 
   Row-wise Adagrad: each occurrence of a row adds its mean squared gradient to
   the row's accumulator (as per-example updates would), then every piece is
   scaled by the accumulated value. Returns the new table and accumulator; the
   caller donates the old ones so the scatters happen in place.
+
+  `l2` adds λ·row to each occurrence's gradient (paper 003's regularisation,
+  applied as its per-example SGD would: only to the rows an example touches).
 
   `dense` (default: R ≥ N) sums the pieces per row into an N×D buffer and
   projects the touched rows of the whole table. It is the same update, and
@@ -47,6 +51,8 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
   if optimizer not in OPTIMIZERS:
     raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
   num_rows = table_NxD.shape[0]
+  if l2:
+    grads_RxD = grads_RxD + l2 * table_NxD[rows_R]
   if dense is None:
     dense = rows_R.shape[0] >= num_rows
   if optimizer == 'adagrad':

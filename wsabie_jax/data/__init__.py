@@ -8,6 +8,8 @@ import os
 
 import pathlib
 
+import numpy as np
+
 from wsabie_jax.data import batching, dataset, libsvm, mulan, shards, synthetic
 from wsabie_jax.data.dataset import DataError, SparseDataset
 
@@ -75,10 +77,35 @@ def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
   else:
     raise ValueError(f'config.data.kind={cfg.kind!r} is not one of {KINDS}')
   train, test = preprocess(train, cfg), preprocess(test, cfg)
+  if cfg.get('protocol', 'random') not in ('random', 'leave_one_out'):
+    raise ValueError(f"config.data.protocol={cfg.protocol!r} is not 'random' or 'leave_one_out'")
+  if cfg.get('protocol', 'random') == 'leave_one_out':
+    return leave_one_out_splits(dataset.concat([train, test]), cfg)
+  if cfg.get('features', 'visual') != 'visual':
+    raise ValueError(f"config.data.features={cfg.features!r} needs data.protocol='leave_one_out' "
+                     '(image ids are shared only by the held-out copy of a training image)')
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
   if cfg.get('holdout_fraction', 0.0):
     return hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
   return train, valid, test
+
+
+def leave_one_out_splits(images, cfg):
+  """Paper 003's protocol over all images: train on every label but one held out
+  per image (with ≥ 2 labels); the held-out images split in halves, valid and
+  test, each ranked without the labels training knows them by."""
+  if cfg.get('holdout_fraction', 0.0):
+    raise ValueError("data.protocol='leave_one_out' and data.holdout_fraction (zero-shot) "
+                     'do not combine')
+  features = cfg.get('features', 'visual')
+  if features not in ('visual', 'image_id'):
+    raise ValueError(f"config.data.features={features!r} is not 'visual' or 'image_id'")
+  if features == 'image_id':
+    images = dataset.image_id_features(images)
+  train, held = dataset.leave_one_out(images, cfg.split_seed)
+  order = np.random.default_rng([cfg.split_seed, 19]).permutation(held.num_images)
+  half = held.num_images // 2
+  return train, held.subset(np.sort(order[:half])), held.subset(np.sort(order[half:]))
 
 
 def hold_out(train, valid, test, fraction: float, seed: int):

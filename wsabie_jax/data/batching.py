@@ -22,6 +22,8 @@ class PaddedImages(NamedTuple):
   feat_val_nxF: np.ndarray  # float32
   pos_nxP: np.ndarray       # int32 sorted positives, padded with Y
   num_pos_n: np.ndarray     # int32
+  known_nxE: np.ndarray | None = None  # int32 labels left out of the ranking, padded with Y
+                                       # (leave-one-out held-out images; None elsewhere)
 
 
 def pad_images(ds: SparseDataset, max_features: int | None = None,
@@ -34,10 +36,14 @@ def pad_images(ds: SparseDataset, max_features: int | None = None,
   if f_len.max(initial=0) > F or p_len.max(initial=0) > P:
     raise ValueError(f'an image has {f_len.max()} features / {p_len.max()} labels, '
                      f'more than the padded sizes {F} / {P}')
+  known = None
+  if ds.known_indptr is not None:
+    E = max(int(np.diff(ds.known_indptr).max(initial=1)), 1)
+    known = _pad(ds.known_indptr, ds.known_idx, E, ds.num_labels, np.int32)
   return PaddedImages(_pad(ds.feat_indptr, ds.feat_idx, F, 0, np.int32),
                       _pad(ds.feat_indptr, ds.feat_val, F, 0, np.float32),
                       _pad(ds.label_indptr, ds.label_idx, P, ds.num_labels, np.int32),
-                      p_len.astype(np.int32))
+                      p_len.astype(np.int32), known)
 
 
 def _pad(indptr, values, width, fill, dtype):
@@ -196,10 +202,13 @@ def prefetch(batches: Iterator[dict], size: int = 2, put=jax.device_put) -> Iter
 
 
 def eval_batches(padded: PaddedImages, batch_size: int, limit: int | None = None):
-  """(feat_idx, feat_val, pos, num_real) in fixed-size batches, the last padded."""
+  """(feat_idx, feat_val, pos, num_real, known or None) in fixed-size batches,
+  the last padded."""
   n = len(padded.num_pos_n) if limit is None else min(limit, len(padded.num_pos_n))
   for start in range(0, n, batch_size):
     rows = np.arange(start, start + batch_size)
     real = int(min(batch_size, n - start))
     rows = np.minimum(rows, n - 1)
-    yield (padded.feat_idx_nxF[rows], padded.feat_val_nxF[rows], padded.pos_nxP[rows], real)
+    known = None if padded.known_nxE is None else padded.known_nxE[rows]
+    yield (padded.feat_idx_nxF[rows], padded.feat_val_nxF[rows], padded.pos_nxP[rows], real,
+           known)

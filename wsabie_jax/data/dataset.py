@@ -42,6 +42,10 @@ class SparseDataset:
   label_parents: np.ndarray | None = None  # (Y, G) is-a parent ids, −1 padded
   skipped_empty: int = 0    # examples dropped for an empty label set
   num_seen_labels: int | None = None  # zero-shot hold-out: labels from this id on never train
+  # Leave-one-out held-out images: the labels training knows them by, left out of
+  # their ranking (CSR like the labels; None elsewhere).
+  known_indptr: np.ndarray | None = None
+  known_idx: np.ndarray | None = None
 
   @property
   def num_images(self) -> int:
@@ -62,9 +66,19 @@ class SparseDataset:
     rows = np.asarray(rows)
     f_ptr, f_idx = _take_csr(self.feat_indptr, rows)
     l_ptr, l_idx = _take_csr(self.label_indptr, rows)
+    known = {}
+    if self.known_indptr is not None:
+      k_ptr, k_idx = _take_csr(self.known_indptr, rows)
+      known = dict(known_indptr=k_ptr, known_idx=self.known_idx[k_idx])
     return dataclasses.replace(
         self, feat_indptr=f_ptr, feat_idx=self.feat_idx[f_idx], feat_val=self.feat_val[f_idx],
-        label_indptr=l_ptr, label_idx=self.label_idx[l_idx], skipped_empty=0)
+        label_indptr=l_ptr, label_idx=self.label_idx[l_idx], skipped_empty=0, **known)
+
+  def known(self, i: int) -> np.ndarray:
+    """Labels left out of image i's ranking (leave-one-out), empty elsewhere."""
+    if self.known_indptr is None:
+      return np.zeros(0, np.int32)
+    return self.known_idx[self.known_indptr[i]:self.known_indptr[i + 1]]
 
   def label_frequencies(self) -> np.ndarray:
     return np.bincount(self.label_idx, minlength=self.num_labels)
@@ -170,6 +184,8 @@ def hold_out_labels(num_labels: int, fraction: float, seed: int) -> tuple[np.nda
 def concat(parts: list[SparseDataset]) -> SparseDataset:
   """The images of several data sets over the same features and labels, in order."""
   first = parts[0]
+  if any(p.known_indptr is not None for p in parts):
+    raise ValueError('concat: leave-one-out held-out sets cannot be concatenated')
   for p in parts[1:]:
     if p.num_features != first.num_features or p.label_names != first.label_names:
       raise ValueError('concat: the data sets differ in features or labels')
@@ -180,3 +196,37 @@ def concat(parts: list[SparseDataset]) -> SparseDataset:
                              feat_val=cat('feat_val'), label_indptr=ptr('label_indptr'),
                              label_idx=cat('label_idx'),
                              skipped_empty=sum(p.skipped_empty for p in parts))
+
+
+def leave_one_out(ds: SparseDataset, seed: int) -> tuple[SparseDataset, SparseDataset]:
+  """Paper 003's protocol: one label of each image with ≥ 2 labels, uniformly,
+  is held out. Returns (train: every image with the labels not held out,
+  held out: those images with the held-out label as their one positive and the
+  rest as `known`, left out of their ranking)."""
+  rng = np.random.default_rng([seed, 17])
+  counts = np.diff(ds.label_indptr)
+  rows = np.flatnonzero(counts >= 2)
+  if len(rows) == 0:
+    raise ValueError('leave_one_out: no image has two labels to hold one out')
+  pick = ds.label_indptr[rows] + (rng.random(len(rows)) * counts[rows]).astype(np.int64)
+  held = np.zeros(len(ds.label_idx), bool)
+  held[pick] = True
+  owner = np.repeat(np.arange(ds.num_images), counts)
+  kept_counts = np.bincount(owner[~held], minlength=ds.num_images)
+  train = dataclasses.replace(
+      ds, label_indptr=np.concatenate([[0], np.cumsum(kept_counts)]).astype(np.int64),
+      label_idx=ds.label_idx[~held])
+  out = ds.subset(rows)
+  return train, dataclasses.replace(
+      out, label_indptr=np.arange(len(rows) + 1, dtype=np.int64),
+      label_idx=ds.label_idx[pick].astype(np.int32),
+      known_indptr=train.subset(rows).label_indptr, known_idx=train.subset(rows).label_idx)
+
+
+def image_id_features(ds: SparseDataset) -> SparseDataset:
+  """Each image's features replaced by its id (one-hot, value 1): V becomes one
+  learnt embedding per image (paper 003), shared by its held-out copy."""
+  n = ds.num_images
+  return dataclasses.replace(ds, feat_indptr=np.arange(n + 1, dtype=np.int64),
+                             feat_idx=np.arange(n, dtype=np.int32),
+                             feat_val=np.ones(n, np.float32), num_features=n)

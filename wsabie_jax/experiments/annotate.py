@@ -66,7 +66,7 @@ def annotate(restored: Restored, ds: SparseDataset, k: int, titles: list[str] | 
     labels_YxD = jnp.asarray(np.load(words))
     names = json.loads(words.with_suffix('.json').read_text())
   example = 0
-  for feat_idx, feat_val, _, real in batching.eval_batches(batching.pad_images(ds),
+  for feat_idx, feat_val, _, real, _ in batching.eval_batches(batching.pad_images(ds),
                                                            config.eval.batch_size):
     _, top, scores = jax.device_get(metrics.rank_and_top_k(
         embed(feat_idx, feat_val), labels_YxD, jnp.full((len(feat_idx), 1), -1),

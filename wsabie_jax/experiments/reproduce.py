@@ -30,8 +30,9 @@ def reproduce(table: str, workdir, data: str = 'corel5k', small: bool = False) -
     text = weighting.table(where, small)
   elif table in ('002-3', '002-5'):
     text = paper002.run(where, small)
-  elif table in ('003-2', '003-4'):
-    text = paper003.run(where, DATA_OF[table], small=small)
+  elif table in ('003-2', '003-4'):  # both protocols: paper 003's, then this project's
+    text = (paper003.run(where / 'paper', DATA_OF[table], small=small, paper=True) + '\n'
+            + paper003.run(where / 'ours', DATA_OF[table], small=small))
   elif table == '004-3':
     text = paper004.table(where, small=small)
   else:  # 004-1: seconds per epoch

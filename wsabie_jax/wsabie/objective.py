@@ -32,7 +32,9 @@ def first_valid_draw(cfg, pos_score, neg_scores_K, num_negatives, valid_K, propo
   """AUC (paper 000 Table 5; paper 003 Alg. 1 l. 20): the plain hinge against
   the first draw that is not a positive, counted when it violates."""
   first = jnp.argmax(valid_K)
-  found = jnp.any(valid_K) & warp.violates(pos_score, neg_scores_K[first], cfg.loss.margin)
+  found = jnp.any(valid_K)
+  if cfg.loss.pairwise == 'hinge':  # the logistic loss has no zero region: every draw counts
+    found &= warp.violates(pos_score, neg_scores_K[first], cfg.loss.margin)
   return first[None], found.astype(jnp.float32)[None], (found, first + 1)
 
 
@@ -76,7 +78,10 @@ def choose_objective(cfg: StepConfig):
 
 
 def pair_loss(cfg: StepConfig, image_D, W_pos_D, W_neg_JxD, weight_J) -> jax.Array:
-  """Σ_j w_j·|margin − f_y(x) + f_ȳj(x)|₊ for one pair: eq. (9) with its weights."""
+  """Σ_j w_j·|margin − f_y(x) + f_ȳj(x)|₊ for one pair: eq. (9) with its weights;
+  or Σ_j w_j·log(1 + e^(f_ȳj − f_y)) (`loss.pairwise='logistic'`, paper 003's Opt-AUC)."""
   pos = model.score_one(image_D, W_pos_D[None], cfg.model.score)[0]
   neg_J = model.score_one(image_D, W_neg_JxD, cfg.model.score)
+  if cfg.loss.pairwise == 'logistic':
+    return jnp.sum(weight_J * jax.nn.softplus(neg_J - pos))
   return jnp.sum(weight_J * warp.hinge(pos, neg_J, cfg.loss.margin))

@@ -9,6 +9,7 @@ from wsabie_jax.core import model, precision, row_optim
 from wsabie_jax.wsabie import warp
 
 LOSSES = ('warp', 'auc', 'exact')
+PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 
 
@@ -20,9 +21,12 @@ class ModelConfig:
   # The training step's matmuls (core/precision.py): full float32 by default, so the
   # violator test against the margin is exact; 'tensorfloat32' / 'bfloat16' trade it for speed.
   matmul_precision: str = 'float32'
+  init_std: float = 0.0         # rows ~ N(0, init_std²) before projection; 0: 1/√d (paper 000)
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS})
+    if self.init_std < 0:
+      raise ValueError(f'model.init_std={self.init_std} must be ≥ 0 (0: 1/√d)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,14 +40,18 @@ class LossConfig:
   rank_estimate: str = 'first_violator'  # ⌊(Y−1)/N⌋ | 'violator_count'
   violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
   margin: float = 1.0
+  pairwise: str = 'hinge'       # the pair term: |margin − f_y + f_ȳ|₊ (eq. (9)) | 'logistic':
+                                # log(1 + e^(f_ȳ − f_y)), paper 003's Opt-AUC (every draw counts)
   label_chunk: int = 4096       # exact: labels scored at once (memory O(B·label_chunk))
 
   def __post_init__(self):
     if self.label_chunk < 1:
       raise ValueError(f'loss.label_chunk={self.label_chunk} must be ≥ 1')
-    check_choices(self, {'kind': LOSSES, 'rank_weights': warp.RANK_WEIGHTS,
+    check_choices(self, {'kind': LOSSES, 'pairwise': PAIRWISE, 'rank_weights': warp.RANK_WEIGHTS,
                           'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
                           'sampler': SAMPLERS})
+    if self.kind == 'exact' and self.pairwise != 'hinge':
+      raise ValueError("loss kind='exact' counts the rank by the hinge: pairwise must be 'hinge'")
     if self.sampler == 'adaptive':
       if self.kind == 'exact':
         raise ValueError("sampler='adaptive' draws negatives; loss kind='exact' scores every label")
@@ -60,9 +68,12 @@ class OptimConfig:
   kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (a fixed rate, as the paper)
   learning_rate: float = 0.1
   adagrad_init: float = 0.1
+  l2: float = 0.0               # λ·row added to each touched row's gradient (paper 003: 0.01)
 
   def __post_init__(self):
     check_choices(self, {'kind': row_optim.OPTIMIZERS})
+    if self.l2 < 0:
+      raise ValueError(f'optim.l2={self.l2} must be ≥ 0')
 
 
 @dataclasses.dataclass(frozen=True)

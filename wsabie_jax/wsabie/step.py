@@ -39,7 +39,7 @@ class TrainState(NamedTuple):
 def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState:
   key_init, key_steps = jax.random.split(key)
   params = model.init_params(key_init, num_features, cfg.num_labels, cfg.model.dim,
-                             cfg.model.max_norm)
+                             cfg.model.max_norm, cfg.model.init_std)
   acc = lambda n: row_optim.init_accumulator(n, cfg.optim.kind, cfg.optim.adagrad_init)
   return TrainState(
       step=jnp.zeros((), jnp.int32), params=params, acc_V_d=acc(num_features),
@@ -134,7 +134,7 @@ def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
                     sampler: adaptive_sampler.SamplerState | None = None) -> TrainState:
   """The optimiser step on the touched rows only, then their projection."""
   opt = dict(learning_rate=cfg.optim.learning_rate, optimizer=cfg.optim.kind,
-             max_norm=cfg.model.max_norm)
+             max_norm=cfg.model.max_norm, l2=cfg.optim.l2)
   V, acc_V = row_optim.update_rows(state.params.V_dxD, state.acc_V_d, grads.V_rows_R,
                                    grads.V_grads_RxD, **opt)
   W, acc_W = row_optim.update_rows(state.params.W_YxD, state.acc_W_Y, grads.W_rows_S,
