@@ -7,7 +7,8 @@ The argument is "ROW,DATA[,paper][,small]". `paper`: paper 003's protocol —
 leave-one-out (one tag of each image held out, half for validation, half for
 test, ranked without the image's training tags), one embedding per image ID,
 D = k = 100, N(0, 0.01²) init, no max-norm, plain SGD η = 0.01 with L2 0.01,
-Opt-AUC with the logistic loss, and the whole time budget for every row. ROW (methods/wsabie.py apply_sampler_row):
+Opt-AUC with the logistic loss, and the whole time budget for every row.
+ROW (methods/wsabie.py apply_sampler_row):
 warp (uniform fixed-budget WARP), vse_hinge (VSE-ens as the paper), vse_warp
 (adaptive draws, WARP weighting), auc. Every row gets the same optimiser,
 data, budget and validation schedule, so the time to reach 95% of the best
@@ -15,11 +16,14 @@ validation p@5 compares the samplers. DATA:
 
   synthetic  the default job at Y = 10,000 (adaptive K = 10, λ = 0.01, 150 s a row).
              Measured on a 2-core CPU (test p@5 / MAP; s to 95% of validation p@5):
-             warp 0.162 / 0.452, 3.8 s; vse_hinge 0.179 / 0.502, 9.2 s; vse_warp
-             0.171 / 0.486, 2.6 s (1.49×); auc 0.161 / 0.426, 6.4 s.
+             warp 0.162 / 0.452, 3.7 s; vse_hinge 0.179 / 0.502, 8.3 s; vse_warp
+             0.171 / 0.482, 3.3 s (1.11×; 1.49× in an earlier run); auc 0.161 / 0.426, 4.6 s.
+             `paper`: warp 0.042 / 0.165; no row reaches WARP's level.
   corel5k    configs/wsabie_corel5k.py (adaptive K = 20, λ = 0.02, 120 s a row):
-             warp 0.259 / 0.344, 8.7 s; vse_hinge 0.246 / 0.321, 3.0 s; vse_warp
-             0.261 / 0.346, 4.7 s (1.82×); auc 0.178 / 0.212.
+             warp 0.259 / 0.344, 5.1 s; vse_hinge 0.246 / 0.321, 2.3 s; vse_warp
+             0.255 / 0.339, 3.8 s to WARP's level (1.36×; 1.78× in an earlier run); auc
+             0.178 / 0.212. `paper` (300 epochs a row): warp 0.104 / 0.393, 8.1 s;
+             vse_warp 0.103 / 0.407, 3.4 s (2.41×); auc (logistic) 0.109 / 0.418.
 """
 import os
 
