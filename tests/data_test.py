@@ -53,6 +53,7 @@ def test_mulan_sparse_and_dense_agree(tmp_path):
     ('{0 x}', "line 10: attribute 0: 'x' is not a number"),
     ('{9 1}', 'line 10: attribute index 9 out of range'),
     ('{0 nan,2 1}', 'line 10: attribute 0: value .* is not finite'),
+    ('{0 1e39,2 1}', "line 10: attribute 0: value '1e39' overflows float32"),
     ('{2 3}', 'line 10: label attributes must be 0 or 1'),
     ('1,2,3', 'line 10: dense row has 3 values, expected 7'),
 ])
@@ -92,6 +93,7 @@ def test_libsvm_reader(tmp_path):
     ('0 1-1', "line 2: feature '1-1' is not"),
     ('0 1:x', "line 2: feature '1:x': 'x' is not a number"),
     ('0 1:inf', "line 2: feature '1:inf': value 'inf' is not finite"),
+    ('0 1:-1e39', "line 2: feature '1:-1e39': value '-1e39' overflows float32"),
     ('0 7:1', 'line 2: feature id 7 out of range'),
     ('5 1:1', r'line 2: label id out of range \[0, 3\)'),
 ])
