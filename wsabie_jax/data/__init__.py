@@ -54,6 +54,7 @@ def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
   shard directory's valid/ and test/ sets are read whole. `vocabulary` names
   the labels of synthetic data in WordNet mode (see synthetic.make_world).
   """
+  protocol = _protocol(cfg)
   if cfg.kind == 'shards':
     root = pathlib.Path(cfg.shards_dir)
     prep = lambda ds: preprocess(ds, cfg)
@@ -77,17 +78,25 @@ def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
   else:
     raise ValueError(f'config.data.kind={cfg.kind!r} is not one of {KINDS}')
   train, test = preprocess(train, cfg), preprocess(test, cfg)
-  if cfg.get('protocol', 'random') not in ('random', 'leave_one_out'):
-    raise ValueError(f"config.data.protocol={cfg.protocol!r} is not 'random' or 'leave_one_out'")
-  if cfg.get('protocol', 'random') == 'leave_one_out':
+  if protocol == 'leave_one_out':
     return leave_one_out_splits(dataset.concat([train, test]), cfg)
-  if cfg.get('features', 'visual') != 'visual':
-    raise ValueError(f"config.data.features={cfg.features!r} needs data.protocol='leave_one_out' "
-                     '(image ids are shared only by the held-out copy of a training image)')
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
   if cfg.get('holdout_fraction', 0.0):
     return hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
   return train, valid, test
+
+
+def _protocol(cfg) -> str:
+  """config.data.protocol, checked with config.data.features before any reading."""
+  protocol, features = cfg.get('protocol', 'random'), cfg.get('features', 'visual')
+  if protocol not in ('random', 'leave_one_out'):
+    raise ValueError(f"config.data.protocol={protocol!r} is not 'random' or 'leave_one_out'")
+  if features not in ('visual', 'image_id'):
+    raise ValueError(f"config.data.features={features!r} is not 'visual' or 'image_id'")
+  if features == 'image_id' and protocol != 'leave_one_out':
+    raise ValueError(f"config.data.features={features!r} needs data.protocol='leave_one_out' "
+                     '(image ids are shared only by the held-out copy of a training image)')
+  return protocol
 
 
 def leave_one_out_splits(images, cfg):
@@ -97,10 +106,7 @@ def leave_one_out_splits(images, cfg):
   if cfg.get('holdout_fraction', 0.0):
     raise ValueError("data.protocol='leave_one_out' and data.holdout_fraction (zero-shot) "
                      'do not combine')
-  features = cfg.get('features', 'visual')
-  if features not in ('visual', 'image_id'):
-    raise ValueError(f"config.data.features={features!r} is not 'visual' or 'image_id'")
-  if features == 'image_id':
+  if cfg.get('features', 'visual') == 'image_id':
     images = dataset.image_id_features(images)
   train, held = dataset.leave_one_out(images, cfg.split_seed)
   order = np.random.default_rng([cfg.split_seed, 19]).permutation(held.num_images)

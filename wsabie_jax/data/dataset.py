@@ -224,11 +224,11 @@ def leave_one_out(ds: SparseDataset, seed: int) -> tuple[SparseDataset, SparseDa
   train = dataclasses.replace(
       ds, label_indptr=np.concatenate([[0], np.cumsum(kept_counts)]).astype(np.int64),
       label_idx=ds.label_idx[~held])
-  out = ds.subset(rows)
+  known = train.subset(rows)  # the held-out images as training knows them
   return train, dataclasses.replace(
-      out, label_indptr=np.arange(len(rows) + 1, dtype=np.int64),
+      known, label_indptr=np.arange(len(rows) + 1, dtype=np.int64),
       label_idx=ds.label_idx[pick].astype(np.int32),
-      known_indptr=train.subset(rows).label_indptr, known_idx=train.subset(rows).label_idx)
+      known_indptr=known.label_indptr, known_idx=known.label_idx)
 
 
 def image_id_features(ds: SparseDataset) -> SparseDataset:

@@ -88,20 +88,13 @@ def _tables(cfg: parts.PartsConfig, state):
   return state.params.V_dxD, state.params.W_KxD, parts.image_table(cfg, state.params)
 
 
-def _is_unseen(data: proxy.ProxyData, quads: dict) -> np.ndarray:
-  """Which quadruplets pair a relation training never saw (§6.5)."""
-  unseen = {tuple(r) for r in data.unseen_Rx2}
-  return np.asarray([(o, p) in unseen for o, p in zip(quads['obj_label_B'],
-                                                       quads['part_label_B'])], bool)
-
-
 def _test_metrics(config, cfg, data: proxy.ProxyData, state, quads: dict) -> dict:
   """Every task under Image-Word, Image and WordNet-offset scoring on the test
   quadruplets of relations training saw (Table 3); on those of relations it
   never saw, the same prefixed `unseen_` (§6.5, Table 5)."""
   offset = _proxy_settings(config).offset
   kw = dict(offset=offset, scorings=('iw', 'i', 'io'), couples_Cx2=data.relations_Rx2)
-  is_unseen = _is_unseen(data, quads)
+  is_unseen = data.is_unseen(quads['obj_label_B'], quads['part_label_B'])
   out = {}
   for prefix, rows in (('', np.flatnonzero(~is_unseen)), ('unseen_', np.flatnonzero(is_unseen))):
     if len(rows):
@@ -148,7 +141,8 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
   return Method(
       init_state=lambda: parts.init_state(jax.random.PRNGKey(config.seed), cfg,
                                           train.num_features),
-      stream=stream, mesh=parallel.make_mesh(1, mesh.devices.flat), validate=validate, test=test, select_metrics=frozenset(names),
+      stream=stream, mesh=parallel.make_mesh(1, mesh.devices.flat), validate=validate, test=test,
+      select_metrics=frozenset(names),
       vocabulary={**common.vocabulary(train),
                   'relations': np.asarray(data.relations_Rx2).tolist()},
       description=description,
@@ -202,6 +196,7 @@ def svm_baseline(config: ml_collections.ConfigDict, grid=((0.01, 5), (0.1, 5), (
     got = annotation(W, quads['valid'])['svm_annot_map']
     if best is None or got > best[0]:
       best = (got, W, (C, epochs))
-  seen = np.flatnonzero(~_is_unseen(data, quads['test']))  # Table 3: seen relations
-  test = {k: v[seen] for k, v in quads['test'].items()}
-  return {**annotation(best[1], test), 'svm_setting': str(best[2])}
+  test = quads['test']
+  seen = np.flatnonzero(~data.is_unseen(test['obj_label_B'], test['part_label_B']))  # Table 3
+  return {**annotation(best[1], {k: v[seen] for k, v in test.items()}),
+          'svm_setting': str(best[2])}

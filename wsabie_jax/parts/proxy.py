@@ -42,8 +42,14 @@ class ProxyData:
   @property
   def seen_Rx2(self) -> np.ndarray:
     """The relations training quadruplets are drawn from."""
-    unseen = {tuple(r) for r in self.unseen_Rx2}
-    return np.asarray([r for r in self.relations_Rx2 if tuple(r) not in unseen]).reshape(-1, 2)
+    rel = self.relations_Rx2
+    return rel[~self.is_unseen(rel[:, 0], rel[:, 1])].reshape(-1, 2)
+
+  def is_unseen(self, whole_R: np.ndarray, part_R: np.ndarray) -> np.ndarray:
+    """Whether each (whole, part) is a relation training never sees (§6.5)."""
+    unseen = {tuple(r) for r in np.asarray(self.unseen_Rx2 if self.unseen_Rx2 is not None
+                                           else np.zeros((0, 2), int)).reshape(-1, 2).tolist()}
+    return np.asarray([(int(o), int(p)) in unseen for o, p in zip(whole_R, part_R)], bool)
 
 
 def label_index(ds: SparseDataset):
