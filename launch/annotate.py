@@ -13,7 +13,7 @@ files and folders and featurises them with the run's codebook first.
 """
 from absl import app, flags, logging
 
-from wsabie_jax.experiments import annotate, run
+from wsabie_jax.experiments import annotate, cli, run
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _INPUT = flags.DEFINE_string('input', None, 'Data file to annotate.')
@@ -30,7 +30,8 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   if (_INPUT.value is None) == (_IMAGES.value is None):
     raise app.UsageError('give exactly one of --input (a data file) and --images')
-  restored = run.Restored(_WORKDIR.value)
+  with cli.one_line_errors():
+    restored = run.Restored(_WORKDIR.value)
   try:
     if _IMAGES.value:
       ds, titles = annotate.read_images(_IMAGES.value, restored.config, restored.vocab)

@@ -11,7 +11,7 @@ import pathlib
 
 from absl import app, flags, logging
 
-from wsabie_jax.experiments import run
+from wsabie_jax.experiments import cli, run
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _SPLIT = flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Which split to score.')
@@ -21,7 +21,8 @@ _BASELINE = flags.DEFINE_bool('baseline', False, 'Also score the frequency basel
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  result = run.Restored(_WORKDIR.value).evaluate(_SPLIT.value, _BASELINE.value)
+  with cli.one_line_errors():
+    result = run.Restored(_WORKDIR.value).evaluate(_SPLIT.value, _BASELINE.value)
   out = pathlib.Path(_WORKDIR.value) / f'eval_{_SPLIT.value}.json'
   out.write_text(json.dumps(result, indent=2, sort_keys=True))
   print(json.dumps(result, indent=2, sort_keys=True))

@@ -3,7 +3,9 @@
   python launch/train.py --config=configs/wsabie_synthetic.py --workdir=/tmp/run \
       [--config.train.num_epochs=5 ...]
 
-Run again with the same --workdir to resume from the latest checkpoint. The
+Run again with the same --workdir to resume from the latest checkpoint (with
+the same config: budgets, schedules and devices may change); --force_new
+moves the previous run aside (WORKDIR.old-TIME) and starts afresh. The
 batch is split over all local devices (config.train.num_devices); for several
 hosts, start one process per host with --coordinator_address=HOST:PORT
 --num_processes=N --process_id=I.
@@ -17,7 +19,7 @@ from ml_collections import config_flags
 import jax
 
 from wsabie_jax.training import parallel
-from wsabie_jax.experiments import run
+from wsabie_jax.experiments import cli, run
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config file.',
                                           lock_config=True)
@@ -27,6 +29,8 @@ _COORDINATOR = flags.DEFINE_string('coordinator_address', None,
                                    'Multi-host: host:port of process 0 (jax.distributed).')
 _NUM_PROCESSES = flags.DEFINE_integer('num_processes', 1, 'Multi-host: number of processes.')
 _PROCESS_ID = flags.DEFINE_integer('process_id', 0, 'Multi-host: this process.')
+_FORCE_NEW = flags.DEFINE_bool('force_new', False, 'Move a previous run in --workdir aside '
+                               '(WORKDIR.old-TIME) and start afresh instead of resuming it.')
 
 
 def main(argv):
@@ -36,10 +40,11 @@ def main(argv):
   py_logging.getLogger('wsabie_jax').setLevel(py_logging.INFO)
   if _COORDINATOR.value:
     parallel.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-  metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  with cli.one_line_errors():
+    metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _FORCE_NEW.value)
   if jax.process_index() == 0:
     print(json.dumps(metrics, indent=2, sort_keys=True))
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_flags)

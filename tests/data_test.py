@@ -103,6 +103,33 @@ def test_libsvm_errors_name_file_and_line(tmp_path, line, message):
     libsvm.read_libsvm(path)
 
 
+def test_repeated_feature_id_is_one_feature_with_the_values_summed(tmp_path):
+  """`19:1 19:2` was kept as two features, so l2 normalisation saw 1² + 2², not 3²."""
+  path = _write(tmp_path, 'dup.txt', '0 4:1 1:5 4:2\n1 2:1\n')
+  ds = libsvm.read_libsvm(path)
+  ids, vals = ds.features(0)
+  np.testing.assert_array_equal(ids, [1, 4])
+  np.testing.assert_allclose(vals, [5, 3])
+  np.testing.assert_allclose(dataset.normalize(ds, 'l2').features(0)[1], [5 / 34 ** 0.5, 3 / 34 ** 0.5],
+                             rtol=1e-6)
+
+
+@pytest.mark.parametrize('kind', ['mulan', 'libsvm'])
+def test_empty_training_file_is_blamed_on_itself(tmp_path, kind):
+  """An ARFF header with no rows said only "the training set has no positive
+  pairs"; an empty libsvm training file was blamed on the test file."""
+  from wsabie_jax.config import presets
+  from wsabie_jax.data import load_splits
+  if kind == 'mulan':
+    train, test = _write(tmp_path, 'tr.arff', HEADER), _write(tmp_path, 'te.arff', HEADER + '{0 1,2 1}\n')
+    cfg = presets.file_data('mulan', train, test, _write(tmp_path, 'l.xml', XML))
+  else:
+    train, test = _write(tmp_path, 'tr.txt', ''), _write(tmp_path, 'te.txt', '0 1:1\n')
+    cfg = presets.file_data('libsvm', train, test)
+  with pytest.raises(DataError, match=f'{train}: no examples with labels to train on'):
+    load_splits(cfg)
+
+
 def test_corel5k_ships_with_the_package():
   from wsabie_jax.data import corel5k_paths
   _, test_path, labels_path = corel5k_paths()

@@ -10,6 +10,7 @@ a default is written (docs/DESIGN.md §4).
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Any, TypeVar
 
@@ -53,14 +54,66 @@ def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: s
   unknown = sorted(set(values) - names)
   if unknown:
     raise ValueError(f'{where}: unknown field(s) {unknown}; valid: {sorted(names - set(given))}')
+  hints = typing.get_type_hints(cls)
   kwargs = {}
   for name, value in values.items():
     if name in sections:
       kwargs[name] = from_config(sections[name], value, f'{where}.{name}')
     else:
-      kwargs[name] = tuple(value) if isinstance(value, list) else value
+      kwargs[name] = check_type(f'{where}.{name}', tuple(value) if isinstance(value, list)
+                                else value, hints[name])
   kwargs.update(given)
-  return cls(**kwargs)
+  try:
+    return cls(**kwargs)
+  except ValueError as error:  # a __post_init__ check: say where the section sits
+    message = str(error)
+    for name in (cls.__name__, where.rpartition('.')[2]):
+      if message.startswith(name + '.'):
+        raise ValueError(where + message[len(name):]) from None
+    raise ValueError(f'{where}: {message}') from None
+
+
+def check_type(name: str, value: Any, hint) -> Any:
+  """`value` when it is a `hint` (int, float, bool, str, tuple[int, ...]); ints
+  pass as floats, and floats must be finite. Else a ValueError naming the field."""
+  if not _is(value, hint):
+    kind = typing.get_origin(hint) or hint
+    want = str(hint) if kind is tuple else getattr(kind, '__name__', str(hint))
+    raise ValueError(f'{name}={value!r}: expected {want}' + (' (finite)' if kind is float else ''))
+  return value
+
+
+def _is(value, hint) -> bool:
+  kind = typing.get_origin(hint) or hint
+  if kind is bool:
+    return isinstance(value, bool)
+  if kind is int:
+    return isinstance(value, int) and not isinstance(value, bool)
+  if kind is float:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+  if kind is str:
+    return isinstance(value, str)
+  if kind is tuple:
+    return isinstance(value, tuple) and all(_is(v, typing.get_args(hint)[0]) for v in value)
+  return True  # anything else: the dataclass's own checks
+
+
+def check_ranges(section, where: str = '', **rules: str) -> None:
+  """Raises ValueError naming the first field out of range. A rule is '>0',
+  '>=0', '>=1' (a count) or '[0,1)', '(0,1]', '[0,1]' (a fraction)."""
+  tests = {'>0': lambda v: v > 0, '>=0': lambda v: v >= 0, '>=1': lambda v: v >= 1,
+           '[0,1)': lambda v: 0 <= v < 1, '(0,1]': lambda v: 0 < v <= 1,
+           '[0,1]': lambda v: 0 <= v <= 1}
+  for field, rule in rules.items():
+    value = getattr(section, field) if not isinstance(section, dict) else section[field]
+    if not tests[rule](value):
+      name = f'{where}.{field}' if where else f'{type(section).__name__}.{field}'
+      raise ValueError(f'{name}={value!r} must be {_SAY[rule]}')
+
+
+_SAY = {'>0': '> 0', '>=0': '≥ 0', '>=1': '≥ 1', '[0,1)': 'in [0, 1)', '(0,1]': 'in (0, 1]',
+        '[0,1]': 'in [0, 1]'}
 
 
 def sections(config: ml_collections.ConfigDict, names) -> dict:

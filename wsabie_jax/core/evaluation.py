@@ -37,8 +37,11 @@ def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array | None, padded: Padded
   sums: dict[str, float] = {}
   counts = metrics.ClassCounts(num_labels)
   num_images = 0
+  if W_YxD is not None:
+    metrics.require_finite(W_YxD, 'label embeddings')
   for feat_idx, feat_val, pos, real, known in eval_batches(padded, batch_size, limit):
     image = embed_fn(feat_idx, feat_val)
+    metrics.require_finite(image, 'image embeddings' if W_YxD is not None else 'label scores')
     if W_YxD is None:
       if known is not None:
         raise ValueError('leave-one-out evaluation needs the label table (W_YxD)')

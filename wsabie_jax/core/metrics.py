@@ -85,6 +85,19 @@ def rank_and_top_k(image_BxD: jax.Array, W_YxD: jax.Array, pos_BxP: jax.Array,
   return jnp.where(valid_BxP, above_BxP, -1), top_i_Bxk, top_s_Bxk
 
 
+class NonFiniteScores(ValueError):
+  """A model's scores hold NaN or inf: every rank read from them would be
+  meaningless (NaN compares false, so a NaN model ranks every positive first)."""
+
+
+def require_finite(x: jax.Array, what: str) -> None:
+  """Raises NonFiniteScores unless every value of `x` is finite."""
+  bad = int(jnp.sum(~jnp.isfinite(x)))
+  if bad:
+    raise NonFiniteScores(f'refusing to rank: {bad} of {x.size} values of the {what} are '
+                          'NaN or inf (a diverged or corrupted model)')
+
+
 def per_image_metrics(ranks_BxP: np.ndarray, top_Bxk: np.ndarray, num_labels: int,
                       ks=(1, 5, 10), label_parents_YxG: np.ndarray | None = None,
                       pos_BxP: np.ndarray | None = None,

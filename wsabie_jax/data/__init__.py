@@ -72,7 +72,13 @@ def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
     test = synthetic.generate(spec, cfg.num_test, 'test', world=world)
   elif cfg.kind in KINDS:
     train = read_split(cfg, cfg.train_path)
+    if train.num_images == 0:
+      raise DataError(cfg.train_path, None, 'no examples with labels to train on'
+                      + (f' ({train.skipped_empty} without labels skipped)'
+                         if train.skipped_empty else ''))
     test = read_split(cfg, cfg.test_path, like=train)
+    if test.num_images == 0:
+      raise DataError(cfg.test_path, None, 'no examples with labels to test on')
     if test.num_features != train.num_features or test.label_names != train.label_names:
       raise DataError(cfg.test_path, None, 'features or labels differ from the training file')
   else:

@@ -101,7 +101,10 @@ def _take_csr(indptr: np.ndarray, rows: np.ndarray):
 
 def from_lists(features: list[tuple[np.ndarray, np.ndarray]], labels: list[np.ndarray],
                num_features: int, label_names: list[str], **kw) -> SparseDataset:
-  """Builds the CSR arrays; labels are sorted and deduplicated per example."""
+  """Builds the CSR arrays; labels are sorted and deduplicated per example, and
+  a feature id repeated within an example (`19:1 19:2`) is one feature with
+  the values summed (as scipy.sparse reads it), before any normalisation."""
+  features = [_merge_repeats(np.asarray(i), np.asarray(v)) for i, v in features]
   f_len = [len(i) for i, _ in features]
   labels = [np.unique(np.asarray(l, np.int32)) for l in labels]
   return SparseDataset(
@@ -111,6 +114,15 @@ def from_lists(features: list[tuple[np.ndarray, np.ndarray]], labels: list[np.nd
       label_indptr=np.concatenate([[0], np.cumsum([len(l) for l in labels])]).astype(np.int64),
       label_idx=np.concatenate(labels or [np.zeros(0, np.int32)]).astype(np.int32),
       num_features=num_features, label_names=list(label_names), **kw)
+
+
+def _merge_repeats(ids: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  unique, where = np.unique(ids, return_inverse=True)
+  if len(unique) == len(ids):
+    return ids, vals
+  summed = np.zeros(len(unique), np.float64)
+  np.add.at(summed, where, vals)
+  return unique, summed.astype(np.float32)
 
 
 def split_validation(ds: SparseDataset, fraction: float, seed: int):

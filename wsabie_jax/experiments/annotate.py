@@ -25,6 +25,8 @@ def read_input(path: str, config, vocab: dict) -> SparseDataset:
     num_features = vocab['num_features'] - (1 if config.data.get('bias_feature', 0.0) else 0)
     ds = libsvm.read_libsvm(path, num_features=num_features, label_names=vocab['label_names'],
                             feature_base=config.data.get('feature_base', 0), skip_empty=False)
+  if ds.num_images == 0:
+    raise ValueError('no examples to annotate')
   return preprocess(ds, config.data)
 
 
@@ -65,11 +67,14 @@ def annotate(restored: Restored, ds: SparseDataset, k: int, titles: list[str] | 
       raise ValueError(f'{words} not found: --all_words needs a skip-gram workdir (config.method)')
     labels_YxD = jnp.asarray(np.load(words))
     names = json.loads(words.with_suffix('.json').read_text())
+  metrics.require_finite(labels_YxD, 'label embeddings')
   example = 0
   for feat_idx, feat_val, _, real, _ in batching.eval_batches(batching.pad_images(ds),
                                                            config.eval.batch_size):
+    image_BxD = embed(feat_idx, feat_val)
+    metrics.require_finite(image_BxD, 'image embeddings')
     _, top, scores = jax.device_get(metrics.rank_and_top_k(
-        embed(feat_idx, feat_val), labels_YxD, jnp.full((len(feat_idx), 1), -1),
+        image_BxD, labels_YxD, jnp.full((len(feat_idx), 1), -1),
         k=min(k, len(names)), score_kind=config.model.score, chunk=config.eval.label_chunk))
     for row in range(real):
       yield (titles[example] if titles else str(example),

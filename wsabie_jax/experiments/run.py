@@ -8,10 +8,13 @@ from wsabie_jax import methods
 from wsabie_jax.training import loop, workdir as workdir_lib
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir) -> dict:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bool = False) -> dict:
   """Trains config.method (resuming from workdir), tests the best checkpoint,
-  writes metrics.json and returns its contents."""
-  return loop.train_and_evaluate(config, workdir, methods.build)
+  writes metrics.json and returns its contents. The config is checked first
+  (methods.check: a ConfigError before the workdir is touched); `force_new`
+  moves a previous run in workdir aside instead of resuming it."""
+  methods.check(config)
+  return loop.train_and_evaluate(config, workdir, methods.build, force_new)
 
 
 class Restored:

@@ -7,6 +7,7 @@ Each module (wsabie.py, skipgram.py, parts.py) defines the same functions:
   like_state(config, vocab)            a state shaped like a workdir's checkpoints
   scorer(config, vocab, state)         (embed_fn, labels_YxD): what annotation ranks with
   evaluate(config, vocab, state, split, baseline)   a restored model's metrics on a split
+  check_config(config)                 its sections' types and ranges (ValueError)
 
 An explicit dict, no registration by import side effect.
 """
@@ -16,6 +17,8 @@ import importlib
 from types import ModuleType
 
 import ml_collections
+
+from wsabie_jax.config.validate import ConfigError, check_shared
 
 REGISTRY = {
     'wsabie': 'wsabie_jax.methods.wsabie',      # paper 000 (and 001, 003)
@@ -37,3 +40,18 @@ def of(config: ml_collections.ConfigDict) -> ModuleType:
 
 def build(config: ml_collections.ConfigDict, mesh):
   return of(config).build(config, mesh)
+
+
+def check(config: ml_collections.ConfigDict) -> None:
+  """Every section of a config checked before a run touches anything: raises
+  ConfigError naming the first bad field (or the unknown keys, and the valid ones)."""
+  try:
+    module = of(config)
+    valid = set(module.base_config())
+    unknown = sorted(set(config) - valid)
+    if unknown:
+      raise ValueError(f'config: unknown section(s) {unknown}; valid: {sorted(valid)}')
+    module.check_config(config)
+  except (ValueError, TypeError) as error:
+    raise ConfigError(str(error)) from None
+  check_shared(config)

@@ -71,13 +71,19 @@ def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> M
   train, valid, test = splits
   ev = eval_kwargs(config, train)
   padded_valid = batching.pad_images(valid)
+  baseline = {}  # the frequency baseline's selection metric on the validation subset, once
+  freq_metric = f'freq_{config.train.select_metric}'
 
   def validate(state):
     if valid.num_images == 0:
       return None
+    if not baseline:
+      baseline.update({f'freq_{k}': v for k, v in evaluation.evaluate_frequency_baseline(
+          train.label_frequencies()[:num_seen(train)], padded_valid,
+          limit=config.train.eval_subset, **ev).items() if f'freq_{k}' == freq_metric})
     return {**evaluation.evaluate_ranking(*scorer(state), padded_valid,
                                           limit=config.train.eval_subset, **ev),
-            **on_validation(state)}
+            **on_validation(state), **baseline}
 
   def test_fn(state, workdir) -> dict:
     result = evaluate_split(config, train, test, scorer(state))

@@ -58,6 +58,11 @@ def parts_config(config: ml_collections.ConfigDict, num_labels: int) -> parts.Pa
                      num_labels=num_labels)
 
 
+def check_config(config: ml_collections.ConfigDict) -> None:
+  parts_config(config, num_labels=2)
+  _proxy_settings(config)
+
+
 def _proxy_settings(config) -> proxy.ProxyConfig:
   return from_config(proxy.ProxyConfig, config.proxy, 'config.proxy')
 

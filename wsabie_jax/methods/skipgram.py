@@ -48,6 +48,12 @@ def skipgram_config(config: ml_collections.ConfigDict, num_features: int,
                      num_features=num_features, num_tags=num_tags)
 
 
+def check_config(config: ml_collections.ConfigDict) -> None:
+  skipgram_config(config, num_features=1, num_tags=1)
+  from_config(word_vectors.WordsConfig, config.words, 'config.words')
+  from_config(oov.OOVConfig, config.oov, 'config.oov')
+
+
 def initial_words(config: ml_collections.ConfigDict, train: SparseDataset) -> word_vectors.WordTable:
   """V∪ before training: the labels' pretrained vectors, then text-only words (§2.1, §3.1)."""
   words = from_config(word_vectors.WordsConfig, config.words, 'config.words')

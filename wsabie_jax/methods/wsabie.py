@@ -31,6 +31,10 @@ def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.
                      num_labels=num_labels)
 
 
+def check_config(config: ml_collections.ConfigDict) -> None:
+  step_config(config, num_labels=2)
+
+
 def init_state(config, num_features: int, num_labels: int) -> step_lib.TrainState:
   return step_lib.init_state(jax.random.PRNGKey(config.seed), num_features,
                              step_config(config, num_labels))

@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 
+from wsabie_jax.config.schema import check_ranges
 from wsabie_jax.data.batching import EpochOrder, pad_images
 from wsabie_jax.data.dataset import SparseDataset
 
@@ -30,6 +31,10 @@ class ProxyConfig:
   unseen_fraction: float = 0.1  # relations kept out of training, in test (§6.5, Table 5)
   nearest_queries: tuple[str, ...] = ('toe.n.01', 'radio-phonograph.n.01', 'loudspeaker.n.01',
                                       'car.n.01', 'wheel.n.01')   # Table 6
+
+  def __post_init__(self):
+    check_ranges(self, 'proxy', min_images='>=1', num_valid='>=0', num_test='>=0', offset='>=0',
+                 unseen_fraction='[0,1)')
 
 
 @dataclasses.dataclass

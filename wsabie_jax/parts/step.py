@@ -25,7 +25,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax.config.schema import check_choices
+from wsabie_jax.config.schema import check_choices, check_ranges
 from wsabie_jax.core import model
 from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
@@ -42,11 +42,18 @@ class PartsModel:
   score: str = 'dot'            # f_I is a dot product (read by image annotation)
   matmul_precision: str = 'float32'  # the step's matmuls (core/precision.py)
 
+  def __post_init__(self):
+    check_choices(self, {'score': ('dot',), 'matmul_precision': precision.PRECISIONS})
+    check_ranges(self, 'model', dim='>=1', max_norm='>0', alpha='>=0')
+
 
 @dataclasses.dataclass(frozen=True)
 class PartsLoss:
   num_draws: int = 100          # γ: parallel candidates per quadruplet
   margin: float = 1.0
+
+  def __post_init__(self):
+    check_ranges(self, 'loss', num_draws='>=1', margin='>=0')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +65,7 @@ class PartsOptim:
 
   def __post_init__(self):
     check_choices(self, {'kind': row_optim.OPTIMIZERS})
+    check_ranges(self, 'optim', learning_rate_V='>0', learning_rate_W='>0', adagrad_init='>0')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +186,7 @@ def _train_step(cfg: PartsConfig, state: PartsState, batch: dict):
   if not cfg.model.shared:
     U, acc_U = row_optim.update_rows(U, state.acc_U, T_rows, T_grads, learning_rate=lr_W, **opt)
   stats = {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0), 'violator_found': jnp.sum(found_B),
+           'nonfinite': jnp.sum(~jnp.isfinite(pos_B)) + jnp.sum(~jnp.isfinite(cand_BxK_scores)),
            'draws_to_violator': jnp.sum(jnp.where(found_B, pick.num_trials_B, 0))}
   return PartsState(state.step + 1, PartsParams(V, W, U), acc_V, acc_W, acc_U, state.key), stats
 

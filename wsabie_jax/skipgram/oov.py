@@ -22,6 +22,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from wsabie_jax.config.schema import check_ranges
 from wsabie_jax.core import row_optim
 
 
@@ -32,6 +33,10 @@ class OOVConfig:
   rows_per_step: int = 256      # unseen rows fitted per step
   cols_per_step: int = 2048     # words m of eq. (4) per step
   learning_rate: float = 1.0
+
+  def __post_init__(self):
+    check_ranges(self, 'oov', steps='>=0', rows_per_step='>=1', cols_per_step='>=1',
+                 learning_rate='>0')
 
 
 def correlation_loss(v_RxD: jax.Array, v_CxD: jax.Array, init_RxD: jax.Array,

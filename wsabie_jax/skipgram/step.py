@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from wsabie_jax.config.schema import check_choices
+from wsabie_jax.config.schema import check_choices, check_ranges
 from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
@@ -37,6 +37,11 @@ class TowerConfig:
   widths: tuple[int, ...] = (1024, 300)   # the tower's hidden widths, then D (the words')
   score: str = 'dot'            # images and words meet by the dot product
   matmul_precision: str = 'float32'  # the step's matmuls (core/precision.py)
+
+  def __post_init__(self):
+    check_choices(self, {'score': ('dot',), 'matmul_precision': precision.PRECISIONS})
+    if not self.widths or min(self.widths) < 1:
+      raise ValueError(f'model.widths={self.widths} must be ≥ 1 each (the last is D)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,9 +58,8 @@ class SkipGramLoss:
 
   def __post_init__(self):
     check_choices(self, {'kind': objectives.LOSSES, 'negatives': NEGATIVES})
-    if self.num_positives < 1 or self.num_negatives < 1:
-      raise ValueError(f'loss.num_positives={self.num_positives} and loss.num_negatives='
-                       f'{self.num_negatives} must be ≥ 1')
+    check_ranges(self, 'loss', num_positives='>=1', num_negatives='>=1', negative_power='>=0',
+                 alpha='>=0', beta='>0')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,7 @@ class SkipGramOptim:
 
   def __post_init__(self):
     check_choices(self, {'kind': row_optim.OPTIMIZERS})
+    check_ranges(self, 'optim', tower_learning_rate='>0', learning_rate='>0', adagrad_init='>0')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from wsabie_jax.config.schema import check_ranges
 from wsabie_jax.data.dataset import DataError
 
 
@@ -34,6 +35,7 @@ class WordsConfig:
   def __post_init__(self):
     if self.source not in ('synthetic', 'file', 'random'):
       raise ValueError(f"words.source={self.source!r} is not 'synthetic', 'file' or 'random'")
+    check_ranges(self, 'words', extra='>=0', noise='>=0', scale='>0')
 
 
 def read_text(path, keep: set[str] | None = None, max_other: int = 0):

@@ -2,56 +2,123 @@
 
 Each checkpoint holds the TrainState (params, optimiser rows, RNG key, step)
 and a JSON record of the loop: data position, best metric, patience, time.
+
+Restore reads the newest step and, when it is corrupt or partial (a truncated
+array file, unreadable metadata), logs which and why and falls back to the
+next older one. Training then moves the unreadable ones to workdir/corrupt/
+(nothing is deleted) and replays from the older step — the batches are a pure
+function of the seed and the step, so the result is the same; read-only
+users (evaluate, annotate) only fall back.
 """
 from __future__ import annotations
 
+import logging
 import pathlib
+import time
 
 import jax
 import orbax.checkpoint as ocp
+
+log = logging.getLogger('wsabie_jax')
+
+
+class CheckpointError(RuntimeError):
+  """No readable checkpoint where some exist; the message lists each and why."""
 
 
 class Checkpoints:
 
   def __init__(self, workdir, keep: int = 2):
-    workdir = pathlib.Path(workdir).absolute()
+    self.workdir = pathlib.Path(workdir).absolute()
     options = lambda n: ocp.CheckpointManagerOptions(max_to_keep=n, create=True)
-    self.latest = ocp.CheckpointManager(workdir / 'checkpoints', options=options(keep))
-    self.best = ocp.CheckpointManager(workdir / 'best', options=options(1))
+    self.latest = ocp.CheckpointManager(self.workdir / 'checkpoints', options=options(keep))
+    # Two best: a corrupt newest best falls back to the previous best.
+    self.best = ocp.CheckpointManager(self.workdir / 'best', options=options(2))
 
   @staticmethod
   def save(manager: ocp.CheckpointManager, state, record: dict):
     step = int(jax.device_get(state.step))
+    if step in manager.all_steps():  # a replay after a fallback or a kill: already saved
+      return
     manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
                                                record=ocp.args.JsonSave(record)), force=True)
+    log.info('saved checkpoint %s/%d', pathlib.Path(manager.directory).name, step)
 
-  @staticmethod
-  def restore(manager: ocp.CheckpointManager, like_state):
-    """(state, record) from the manager's newest step, or None when it is empty."""
-    step = manager.latest_step()
-    if step is None:
-      return None
-    def restore_as(tree):
-      abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
-      return manager.restore(step, args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
-
-    try:
-      got = restore_as(like_state)
-    except ValueError as error:
-      # Checkpoints written before TrainState grew a field (the adaptive
-      # sampler) lack it: restore the fields they have, keep the rest empty.
-      present = {k: v for k, v in like_state._asdict().items() if v is not None}
-      if len(present) == len(like_state):
-        raise
+  def restore(self, manager: ocp.CheckpointManager, like_state, set_aside: bool = False):
+    """(state, record) from the manager's newest readable step, None when it is
+    empty. `set_aside`: move the unreadable newer steps to workdir/corrupt/."""
+    failed = []
+    for step in sorted(manager.all_steps(), reverse=True):
       try:
-        got = restore_as(present)
-      except ValueError:
-        raise error from None  # the real mismatch (a shape, a dtype), not the fallback's
-      return like_state._replace(**got.state), got.record
-    return type(like_state)(*got.state) if isinstance(got.state, (list, tuple)) else got.state, got.record
+        got = _restore_step(manager, step, like_state)
+      except Exception as error:  # noqa: BLE001 (Orbax and its readers raise many kinds)
+        reason = _reason(error)
+        log.warning('checkpoint %s/%d is unreadable (%s); trying an older one',
+                    manager.directory, step, reason)
+        failed.append((step, reason))
+        continue
+      if failed and set_aside:
+        self._set_aside(manager, [s for s, _ in failed])
+      if failed:
+        log.warning('restored %s/%d instead', manager.directory, step)
+      return got
+    if failed:
+      raise CheckpointError(f'no readable checkpoint in {manager.directory}: '
+                            + '; '.join(f'step {s}: {r}' for s, r in failed))
+    return None
+
+  def restore_best(self, like_state):
+    """The best-on-validation (state, record); the latest when best/ has none
+    readable (logged); None when neither has a checkpoint."""
+    try:
+      got = self.restore(self.best, like_state)
+    except CheckpointError as error:
+      log.warning('%s; using the latest checkpoint instead', error)
+      got = None
+    return got or self.restore(self.latest, like_state)
+
+  def _set_aside(self, manager, steps):
+    manager.wait_until_finished()
+    where = self.workdir / 'corrupt'
+    where.mkdir(exist_ok=True)
+    for step in steps:
+      source = pathlib.Path(manager.directory) / str(step)
+      target = where / f'{source.parent.name}-{step}-{time.strftime("%Y%m%d-%H%M%S")}'
+      source.rename(target)
+      log.warning('moved the unreadable checkpoint to %s', target)
+    manager.reload()
 
   def close(self):
     for m in (self.latest, self.best):
       m.wait_until_finished()
       m.close()
+
+
+def _reason(error: Exception) -> str:
+  lines = str(error).strip().splitlines()
+  return f'{type(error).__name__}: {lines[0][:200]}' if lines else type(error).__name__
+
+
+def _restore_step(manager: ocp.CheckpointManager, step: int, like_state):
+  def restore_as(tree):
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+    return manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
+
+  try:
+    got = restore_as(like_state)
+  except ValueError as error:
+    # Checkpoints written before TrainState grew a field (the adaptive
+    # sampler) lack it: restore the fields they have, keep the rest empty.
+    present = {k: v for k, v in like_state._asdict().items() if v is not None}
+    if len(present) == len(like_state):
+      raise
+    try:
+      got = restore_as(present)
+    except ValueError:
+      raise error from None  # the real mismatch (a shape, a dtype), not the fallback's
+    return like_state._replace(**got.state), got.record
+  if got.record is None:
+    raise ValueError('the loop record is missing')
+  state = type(like_state)(*got.state) if isinstance(got.state, (list, tuple)) else got.state
+  return state, got.record

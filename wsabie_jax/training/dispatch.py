@@ -20,6 +20,12 @@ parameters are bit-identical across modes and resume is exact mid-call
 boundary; the schedule of calls is a pure function of where training
 starts, so the prefetching thread and the loop agree on it.
 
+Every step is checked for non-finite values at no extra pass: its loss and
+the scores it read (a method's `nonfinite` stat count; a NaN row makes every
+score that reads it NaN) are tested on the device, and the call's stats carry
+`nonfinite_step`, the first step of the call that saw one (−1: none); the
+loop stops on it (loop.py).
+
 Several devices: WSABIE's per-device step (its own all-gathers) runs under
 `shard_map`; other steps are partitioned by XLA (GSPMD). The batch (or the
 ids) is split over the mesh along B, the state and the table replicated.
@@ -48,6 +54,16 @@ from wsabie_jax.training.method import Method
 def compiler_options(deterministic: bool) -> dict:
   """XLA options for the training steps (see the module docstring)."""
   return {'xla_gpu_deterministic_ops': bool(deterministic)}
+
+
+def checked(step):
+  """`step` with `nonfinite_step` in its stats: the state's step after it when
+  its loss or the scores it read were not finite, else −1."""
+  def checked_step(state, batch):
+    state, stats = step(state, batch)
+    bad = ~jnp.isfinite(stats['loss']) | (stats.get('nonfinite', 0) > 0)
+    return state, {**stats, 'nonfinite_step': jnp.where(bad, state.step, -1).astype(jnp.int32)}
+  return checked_step
 
 
 def call_schedule(start: int, total: int, per_call: int, *every: int) -> Iterator[tuple[int, int]]:
@@ -112,27 +128,35 @@ class Dispatcher:
 
   def _compile_one(self, method: Method):
     if self.multi and method.local_step is not None:
-      step = jax.shard_map(method.local_step, mesh=self.mesh, in_specs=(P(), P(parallel.AXIS)),
+      step = jax.shard_map(checked(method.local_step), mesh=self.mesh, in_specs=(P(), P(parallel.AXIS)),
                            out_specs=(P(), P()), check_vma=False)
       return jax.jit(step, donate_argnums=0, compiler_options=self.options)
-    return jax.jit(method.pure_step, donate_argnums=0, compiler_options=self.options,
+    return jax.jit(checked(method.pure_step), donate_argnums=0, compiler_options=self.options,
                    **self._gspmd_shardings())
 
   def _compile_many(self, method: Method, gather, per_call: int):
     local = self.multi and method.local_step is not None
-    step = method.local_step if local else method.pure_step
+    step = checked(method.local_step if local else method.pure_step)
 
     def many(state, table, xs_N, num_steps):
-      """The first `num_steps` of N steps (one compiled shape for every call)."""
+      """The first `num_steps` of N steps (one compiled shape for every call);
+      the last step's stats, with the call's first non-finite step."""
       def one(carry, i_x):
         i, x = i_x
         state, last = carry
-        return jax.lax.cond(i < num_steps, lambda: step(state, gather(table, x)),
-                            lambda: (state, last)), None
+
+        def run():
+          state_next, stats = step(state, gather(table, x))
+          first = jnp.where(last['nonfinite_step'] >= 0, last['nonfinite_step'],
+                            stats['nonfinite_step'])
+          return state_next, {**stats, 'nonfinite_step': first}
+
+        return jax.lax.cond(i < num_steps, run, lambda: (state, last)), None
 
       x0 = jax.tree.map(lambda a: a[0], xs_N)
       zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
                            jax.eval_shape(step, state, gather(table, x0))[1])
+      zeros['nonfinite_step'] = jnp.full((), -1, jnp.int32)
       (state, stats), _ = jax.lax.scan(one, (state, zeros), (jnp.arange(per_call), xs_N))
       return state, stats
 

@@ -16,6 +16,7 @@ import pathlib
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 
 from wsabie_jax.training import checkpoints, dispatch, parallel, workdir as workdir_lib
@@ -26,18 +27,35 @@ from wsabie_jax.training.recorder import Clock, Recorder, Summaries, read_stats
 log = logging.getLogger('wsabie_jax')
 
 
+class Diverged(RuntimeError):
+  """Training produced non-finite values; the message names the step and the
+  last good checkpoint (kept: nothing non-finite is ever saved)."""
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
-                       build: Callable[[ml_collections.ConfigDict, object], Method]) -> dict:
-  """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json."""
+                       build: Callable[[ml_collections.ConfigDict, object], Method],
+                       force_new: bool = False) -> dict:
+  """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json.
+
+  The workdir is locked for the run (a second run there stops at once), and a
+  run it already holds is resumed only with the same config up to
+  workdir.MAY_CHANGE, checked before anything is written; `force_new` moves
+  a previous run aside (WORKDIR.old-TIME) and starts afresh.
+  """
   workdir = pathlib.Path(workdir)
+  if force_new and jax.process_index() == 0:
+    workdir_lib.set_aside(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
-  platform = config.train.get('platform', '')
-  mesh = parallel.make_mesh(config.train.get('num_devices', 0),
-                            jax.devices(platform) if platform else None)
-  # Everything runs on the mesh's devices (a CPU mesh on a GPU machine included).
-  with jax.default_device(mesh.devices.flat[0]):
-    return _run(config, workdir, build(config, mesh))
+  lock = workdir_lib.Lock(workdir) if jax.process_index() == 0 else contextlib.nullcontext()
+  with lock:
+    workdir_lib.check_resume(workdir, config)
+    (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
+    platform = config.train.get('platform', '')
+    mesh = parallel.make_mesh(config.train.get('num_devices', 0),
+                              jax.devices(platform) if platform else None)
+    # Everything runs on the mesh's devices (a CPU mesh on a GPU machine included).
+    with jax.default_device(mesh.devices.flat[0]):
+      return _run(config, workdir, build(config, mesh))
 
 
 def _run(config, workdir: pathlib.Path, method: Method) -> dict:
@@ -50,17 +68,23 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
   if method.mesh.devices.size > 1:
     log.info('data parallel over %d devices', method.mesh.devices.size)
   ckpts = checkpoints.Checkpoints(workdir)
-  state, record = method.init_state(), None
-  restored = ckpts.restore(ckpts.latest, state)
-  if restored is not None:
-    state, record = restored
-    log.info('resumed from step %d (%s)', int(state.step), record)
-  summaries = Summaries(workdir)
-  recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
-  state = _train(config, state, method, ckpts, recorder, summaries)
-
-  best = ckpts.restore(ckpts.best, state)
-  result = method.test(best[0] if best is not None else state, workdir)
+  summaries = None
+  try:
+    state, record = method.init_state(), None
+    restored = ckpts.restore(ckpts.latest, state, set_aside=True)
+    if restored is not None:
+      state, record = restored
+      log.info('resumed from step %d (%s)', int(state.step), record)
+    summaries = Summaries(workdir)
+    recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
+    recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
+    state = _train(config, state, method, ckpts, recorder, summaries)
+    best = ckpts.restore_best(state)
+    result = method.test(best[0] if best is not None else state, workdir)
+  finally:
+    if summaries is not None:
+      summaries.close()
+    ckpts.close()
   r = recorder.record
   steps = int(jax.device_get(state.step))
   pairs_done = steps * config.train.batch_size
@@ -69,8 +93,7 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
                 train_examples_per_sec=pairs_done / max(r['step_seconds'], 1e-9),
                 stopped=r['stopped'] or 'completed', epochs=pairs_done / method.stream.num_examples)
   summaries.scalars(steps, result, 'test')
-  summaries.close()
-  ckpts.close()
+  recorder.warn_if_below_baseline(result, 'test')
   if jax.process_index() == 0:
     (workdir / 'metrics.json').write_text(json.dumps(result, indent=2, sort_keys=True))
   return result
@@ -89,37 +112,64 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
            train.get('steps_per_call', 1), steps.mode)
   state = steps.place(state)
   step, pending = start_step, None
-  while step < total_steps and not r['stopped']:
-    first = step == start_step
-    with clock.excluded() if first else contextlib.nullcontext():  # compilation
-      state, stats, done = steps(state, step)
-      if first:
-        jax.block_until_ready(state)
-    step += done
-    if pending is not None and _crossed(step, done, train.log_every_steps):
-      scalars = read_stats(pending)  # one call late: the device never waits on the host
-      summaries.scalars(step - done, scalars, 'train')
-      progress.update(step, **scalars)
-    pending = stats
-    stop = 'max_seconds' if train.max_seconds and clock.seconds >= train.max_seconds else ''
-    last = step == total_steps or stop
-    if _crossed(step, done, train.eval_every_steps) or last:
-      jax.block_until_ready(state)  # the steps' time so far, for the history
-      with clock.excluded():
-        if _validate(method, state, recorder, ckpts, clock.step_seconds):
-          stop = stop or 'early_stopping'
-    if _crossed(step, done, train.checkpoint_every_steps) or last or stop:
-      jax.block_until_ready(state)
-      r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds, stopped=stop,
-               data_position=stream.position(step))
-      with clock.excluded():
-        ckpts.save(ckpts.latest, state, r)
-    if stop:
-      log.info('stopping at step %d: %s', step, stop)
-      break
-  steps.close()
-  progress.close()
+  try:
+    while step < total_steps and not r['stopped']:
+      first = step == start_step
+      with clock.excluded() if first else contextlib.nullcontext():  # compilation
+        state, stats, done = steps(state, step)
+        if first:
+          jax.block_until_ready(state)
+      step += done
+      if pending is not None:
+        _check_finite(pending, ckpts)  # one call late: the device never waits on the host
+        if _crossed(step, done, train.log_every_steps):
+          scalars = read_stats(pending)
+          summaries.scalars(step - done, scalars, 'train')
+          progress.update(step, **scalars)
+      pending = stats
+      stop = 'max_seconds' if train.max_seconds and clock.seconds >= train.max_seconds else ''
+      last = step == total_steps or stop
+      if _crossed(step, done, train.eval_every_steps) or last:
+        _check_finite(stats, ckpts, state)  # waits for the steps: their time, for the history
+        with clock.excluded():
+          if _validate(method, state, recorder, ckpts, clock.step_seconds):
+            stop = stop or 'early_stopping'
+      if _crossed(step, done, train.checkpoint_every_steps) or last or stop:
+        _check_finite(stats, ckpts, state)
+        r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds, stopped=stop,
+                 data_position=stream.position(step))
+        with clock.excluded():
+          ckpts.save(ckpts.latest, state, r)
+      if stop:
+        log.info('stopping at step %d: %s', step, stop)
+        break
+  finally:
+    steps.close()
+    progress.close()
   return state
+
+
+@jax.jit
+def _all_finite(state) -> jax.Array:
+  leaves = [x for x in jax.tree.leaves(state) if jnp.issubdtype(x.dtype, jnp.floating)]
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _check_finite(stats: dict, ckpts, state=None) -> None:
+  """Raises Diverged when a step of the call that produced `stats` saw a
+  non-finite loss or score (dispatch.checked), or when `state` (given before
+  it is validated or saved: as often as checkpoints, which read all of it
+  anyway) holds one."""
+  bad_step = int(jax.device_get(stats['nonfinite_step']))
+  if bad_step < 0 and (state is None or bool(_all_finite(state))):
+    return
+  where = f'step {bad_step}' if bad_step >= 0 else f'a step before {int(state.step)}'
+  kept = ckpts.latest.latest_step()
+  raise Diverged(
+      f'training produced non-finite values (NaN or inf) at {where}; stopped without saving '
+      f'them. ' + (f'The last good checkpoint, step {kept}, is kept in {ckpts.latest.directory}. '
+                   if kept is not None else 'No checkpoint was saved before. ')
+      + 'Lower the learning rate (optim.*learning_rate*) or check the inputs for huge values.')
 
 
 def _crossed(step: int, done: int, every: int) -> bool:

@@ -1,6 +1,10 @@
-"""A progress line with examples/s: redrawn in place on a terminal, else logged."""
+"""A progress line with examples/s: redrawn in place on a terminal, else a
+line every `every_seconds`. On a terminal, log records clear the line before
+they print (no log text glued to a half-drawn bar), and it is redrawn at the
+next update."""
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -15,13 +19,17 @@ class Progress:
     self.every = 0.2 if self.tty else every_seconds
     self.start = self.last_print = time.perf_counter()
     self.first_step = None
+    self.handlers = list(logging.getLogger().handlers) if self.tty else []
+    self._last_record = None
+    for h in self.handlers:  # the root's handlers: absl's writes to the same terminal
+      h.addFilter(self._clear_line)
 
   def update(self, step: int, **scalars):
     now = time.perf_counter()
     if self.first_step is None:
       self.first_step, self.start = step, now
       return
-    if now - self.last_print < self.every and step < self.total:
+    if self.last_print and now - self.last_print < self.every and step < self.total:
       return
     self.last_print = now
     rate = (step - self.first_step) * self.per_step / max(now - self.start, 1e-9)
@@ -34,6 +42,17 @@ class Progress:
     self.stream.write(('\r' + line + '\x1b[K') if self.tty else line + '\n')
     self.stream.flush()
 
+  def _clear_line(self, record) -> bool:
+    """A logging filter: wipes the progress line before the record prints."""
+    if record is self._last_record:  # one record, several handlers
+      return True
+    self._last_record = record
+    self.stream.write('\r\x1b[K')
+    self.last_print = 0.0  # redraw at the next update
+    return True
+
   def close(self):
+    for h in self.handlers:
+      h.removeFilter(self._clear_line)
     if self.tty:
       self.stream.write('\n')

@@ -3,12 +3,14 @@ recorder for validation history, the best step, early stopping and summaries."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import pathlib
 import time
 
 import jax
 
+log = logging.getLogger('wsabie_jax')
 
 class Clock:
   """Training time, split into the steps' time and the rest (compilation,
@@ -84,15 +86,57 @@ class Recorder:
       with open(self.workdir / 'history.jsonl', 'a') as f:
         f.write(json.dumps({'step': step, 'step_seconds': step_seconds, **values}) + '\n')
     r = self.record
+    self._track_baseline(step, values)
     if self.sign * values[self.metric] > self.sign * r['best_metric']:
       r.update(best_metric=values[self.metric], best_step=step, evals_without_improvement=0)
       return True
     r['evals_without_improvement'] += 1
     return False
 
+  def forget_after(self, step: int):
+    """Drops history.jsonl lines past `step` (a resumed run validates them again)."""
+    path = self.workdir / 'history.jsonl'
+    if jax.process_index() != 0 or not path.exists():
+      return
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if _step_of(line) <= step]
+    if len(kept) != len(lines):
+      path.write_text(''.join(kept))
+
   @property
   def out_of_patience(self) -> bool:
     return self.record['evals_without_improvement'] >= self.patience
+
+  # Worse than always predicting the most frequent labels for this many
+  # validations in a row: the run is diverging (or learning nothing).
+  BELOW_BASELINE_WARN = 3
+
+  def _track_baseline(self, step: int, values: dict):
+    base = values.get(f'freq_{self.metric}')
+    if base is None:
+      return
+    below = self.sign * values[self.metric] < self.sign * base
+    count = self.record.get('evals_below_baseline', 0) + 1 if below else 0
+    self.record['evals_below_baseline'] = count
+    if count == self.BELOW_BASELINE_WARN:
+      log.warning('step %d: valid %s %.4f has been below the frequency baseline (%.4f) for %d '
+                  'validations: the run is diverging or learning nothing; try a lower '
+                  'learning rate', step, self.metric, values[self.metric], base, count)
+
+  def warn_if_below_baseline(self, result: dict, split: str):
+    base = result.get(f'freq_{self.metric}')
+    if base is not None and self.sign * result[self.metric] < self.sign * base:
+      log.warning('%s %s %.4f is below the frequency baseline (%.4f): the model is worse than '
+                  'predicting the most frequent labels', split, self.metric, result[self.metric],
+                  base)
+
+
+def _step_of(line: str) -> float:
+  """A history line's step; a line cut short by a kill counts as past every step."""
+  try:
+    return json.loads(line)['step']
+  except (json.JSONDecodeError, KeyError, TypeError):
+    return float('inf')
 
 
 def read_stats(stats: dict) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from wsabie_jax.config.schema import check_choices
+from wsabie_jax.config.schema import check_choices, check_ranges
 from wsabie_jax.core import model, precision, row_optim
 from wsabie_jax.wsabie import warp
 
@@ -25,8 +25,7 @@ class ModelConfig:
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS})
-    if self.init_std < 0:
-      raise ValueError(f'model.init_std={self.init_std} must be ≥ 0 (0: 1/√d)')
+    check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0')  # init_std 0: 1/√d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +44,8 @@ class LossConfig:
   label_chunk: int = 4096       # exact: labels scored at once (memory O(B·label_chunk))
 
   def __post_init__(self):
-    if self.label_chunk < 1:
-      raise ValueError(f'loss.label_chunk={self.label_chunk} must be ≥ 1')
+    check_ranges(self, 'loss', num_draws='>=1', margin='>=0', label_chunk='>=1',
+                 refresh_every_pairs='>=0')
     check_choices(self, {'kind': LOSSES, 'pairwise': PAIRWISE, 'rank_weights': warp.RANK_WEIGHTS,
                           'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
                           'sampler': SAMPLERS})
@@ -72,8 +71,7 @@ class OptimConfig:
 
   def __post_init__(self):
     check_choices(self, {'kind': row_optim.OPTIMIZERS})
-    if self.l2 < 0:
-      raise ValueError(f'optim.l2={self.l2} must be ≥ 0')
+    check_ranges(self, 'optim', learning_rate='>0', adagrad_init='>0', l2='>=0')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -106,6 +106,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   gV = batch['feat_val_BxF'][:, :, None] * g_image_BxD[:, None, :]
   real_B = batch['weight_B'] > 0
   stats = {'loss': loss, 'pairs': jnp.sum(real_B),
+           # the rows read were finite (a NaN or inf row makes the scores reading it so)
+           'nonfinite': jnp.sum(~jnp.isfinite(pos_score_B)) + jnp.sum(~jnp.isfinite(neg_scores_BxK)),
            'violator_found': jnp.sum(found_B & real_B),
            'draws_to_violator': jnp.sum(jnp.where(found_B & real_B, trials_B, 0))}
   grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
@@ -127,7 +129,8 @@ def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
   gV = batch['feat_val_BxF'][:, :, None] * g_image_BxD[:, None, :]
   grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
                    jnp.arange(cfg.num_labels), gW)
-  return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0)}
+  return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0),
+                 'nonfinite': jnp.sum(~jnp.isfinite(image_BxD))}
 
 
 def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
