@@ -41,8 +41,9 @@ def main(argv):
                                                      _ALL_WORDS.value):
       line = ', '.join(f'{name} ({score:.2f})' for name, score in predicted)
       print(f'{title}: {line}' + (f'   [true: {", ".join(truth)}]' if truth else ''))
-  except ValueError as error:
-    raise SystemExit(f'{_INPUT.value or _IMAGES.value}: {error}') from None
+  except ValueError as error:  # a DataError names its file already
+    where = _INPUT.value or _IMAGES.value
+    raise SystemExit(str(error) if str(error).startswith(where) else f'{where}: {error}') from None
 
 
 if __name__ == '__main__':

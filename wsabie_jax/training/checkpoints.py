@@ -12,8 +12,10 @@ users (evaluate, annotate) only fall back.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import pathlib
+import sys
 import time
 
 import jax
@@ -56,6 +58,7 @@ class Checkpoints:
         log.warning('checkpoint %s/%d is unreadable (%s); trying an older one',
                     manager.directory, step, reason)
         failed.append((step, reason))
+        _quiet_abandoned_reads()
         continue
       if failed and set_aside:
         self._set_aside(manager, [s for s, _ in failed])
@@ -94,9 +97,27 @@ class Checkpoints:
       m.close()
 
 
+def _quiet_abandoned_reads():
+  """A failed Orbax restore leaves its other array reads suspended; when they
+  are finalised (at exit) each prints 'Exception ignored in <coroutine …>' and
+  a 60-line traceback of the failure already logged. Silence those, only."""
+  hook = sys.unraisablehook
+  if getattr(hook, 'quiets_orbax', False):
+    return
+
+  def quiet(unraisable):
+    code = getattr(unraisable.object, 'cr_code', None)
+    if not (inspect.iscoroutine(unraisable.object) and code and 'orbax' in code.co_filename):
+      hook(unraisable)
+
+  quiet.quiets_orbax = True
+  sys.unraisablehook = quiet
+
+
 def _reason(error: Exception) -> str:
   lines = str(error).strip().splitlines()
-  return f'{type(error).__name__}: {lines[0][:200]}' if lines else type(error).__name__
+  first = lines[0].split('. See full TensorStore details')[0][:200] if lines else ''
+  return f'{type(error).__name__}: {first}' if first else type(error).__name__
 
 
 def _restore_step(manager: ocp.CheckpointManager, step: int, like_state):
