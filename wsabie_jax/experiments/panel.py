@@ -1,0 +1,171 @@
+"""The panel side by side (launch/benchmark.py --suite=panel): on each data
+set, this project with one config file for every set (--panel_config: by
+default configs/wsabie_corel5k.py, the config its docstring invites users to
+point at their own Mulan data) against LightFM's WARP with max_sampled = 10 (its default) and = Y, same D,
+2 threads each, test p@1, p@5, MAP, pairs/s and epochs at each budget.
+
+One run per system and set, as long as the largest budget: the smaller
+budgets are read off it (training paused, the test scored off the clock,
+then resumed), so 6 sets × 3 systems × 60 s is 18 minutes, not 21 for
+separate 10- and 60-second runs. Neither schedule depends on the budget
+(LightFM's and ours are fixed), so a snapshot at 10 s is what a 10-second
+run would give, up to the epoch LightFM was in.
+
+A set is 'corel5k' (shipped), a folder of Mulan files (NAME-train.arff,
+NAME-test.arff, NAME.xml, as Mulan distributes them), or a libsvm pair
+'libsvm:TRAIN:TEST'.
+"""
+from __future__ import annotations
+
+import pathlib
+import time
+
+import ml_collections
+import numpy as np
+
+from wsabie_jax import config as config_lib
+from wsabie_jax.config import presets
+from wsabie_jax.core import evaluation
+from wsabie_jax.data import batching, load_splits
+from wsabie_jax.experiments import benchmarking
+from wsabie_jax.methods import wsabie as wsabie_method
+
+KS = (1, 5)
+DEFAULT_CONFIG = 'configs/wsabie_corel5k.py'
+
+
+def data_config(spec: str):
+  """(name, config.data) of a panel entry, with no validation split (both
+  systems train on the whole training file)."""
+  if spec == 'corel5k':
+    from wsabie_jax.data import corel5k_paths
+    train, test, labels = corel5k_paths()
+    name, data = 'corel5k', presets.file_data('mulan', train, test, labels)
+  elif spec.startswith('libsvm:'):
+    _, train, test = spec.split(':')
+    name, data = pathlib.Path(train).stem, presets.file_data('libsvm', train, test)
+  else:
+    folder = pathlib.Path(spec)
+    trains = sorted(folder.glob('*-train.arff'))
+    if len(trains) != 1:
+      raise ValueError(f'{folder}: expected one NAME-train.arff (Mulan layout), found '
+                       f'{[p.name for p in trains]}')
+    stem = trains[0].name[:-len('-train.arff')]
+    labels = sorted(folder.glob('*.xml'))
+    if not labels:
+      raise ValueError(f'{folder}: no label XML')
+    name = stem
+    data = presets.file_data('mulan', str(trains[0]), str(folder / f'{stem}-test.arff'),
+                             str(labels[0]))
+  data.validation_fraction = 0.0
+  return name, data
+
+
+def ours_settings(config_path: str, data, num_labels: int):
+  """(StepConfig, batch size, config): the config file with this data, its
+  draws capped at the Y − 1 negatives there are."""
+  config = config_lib.load(config_path)
+  config.data = ml_collections.ConfigDict({**data.to_dict(),
+                                           'bias_feature': config.data.get('bias_feature', 0.0),
+                                           'normalize': config.data.normalize})
+  config.loss.num_draws = min(config.loss.num_draws, num_labels - 1)
+  return wsabie_method.step_config(config, num_labels), config.train.batch_size, config
+
+
+def compare(specs, budgets=(10.0, 60.0), dim: int = 64, threads: int = 2,
+            config_path: str = DEFAULT_CONFIG) -> dict:
+  """Every set × budget × system; prints the table and returns its rows. Ours
+  runs with the config file's D (LightFM with `dim`)."""
+  budgets = sorted(budgets)
+  rows = []
+  for spec in specs:
+    name, data = data_config(spec)
+    probe, _, _ = load_splits(data)
+    cfg, batch_size, config = ours_settings(config_path, data, probe.num_labels)
+    train, _, test = load_splits(config.data)
+    padded = batching.pad_images(test)
+    stats = dict(set=name, labels=train.num_labels, train_images=train.num_images,
+                 mean_nnz=float(np.diff(train.feat_indptr).mean()),
+                 max_nnz=int(np.diff(train.feat_indptr).max()))
+    print(f'\n{name}: {train.num_images:,} train / {test.num_images:,} test, Y={train.num_labels}, '
+          f'd={train.num_features}, non-zeros mean {stats["mean_nnz"]:.0f} / max '
+          f'{stats["max_nnz"]}; ours B={batch_size} K={cfg.loss.num_draws} D={cfg.model.dim}',
+          flush=True)
+    snapshots = _ours(train, padded, cfg, batch_size, budgets)
+    snapshots += _lightfm(train, test, dim, threads, budgets, 10)
+    snapshots += _lightfm(train, test, dim, threads, budgets, train.num_labels)
+    for s in snapshots:
+      rows.append({**stats, **s})
+      print(f'  {s["budget"]:>4.0f} s  {s["system"]:<22} p@1 {s["p@1"]:.4f}  p@5 {s["p@5"]:.4f}  '
+            f'MAP {s["map"]:.4f}  {s["pairs_per_sec"]:>9,.0f} pairs/s  {s["epochs"]:6.1f} epochs',
+            flush=True)
+  print(table(rows))
+  return {'rows': rows}
+
+
+def _metrics(params, padded) -> dict:
+  got = evaluation.evaluate_params(params, padded, ks=KS)
+  return {k: got[k] for k in ('p@1', 'p@5', 'map')}
+
+
+def _ours(train, padded, cfg, batch_size, budgets) -> list[dict]:
+  out, wanted = [], list(budgets[:-1])
+
+  def snapshot(params, pairs, seconds, budget):
+    out.append({'system': 'wsabie_jax', 'budget': budget, 'seconds': seconds,
+                'pairs_per_sec': pairs / max(seconds, 1e-9),
+                'epochs': pairs / train.label_idx.size, **_metrics(params, padded)})
+
+  def on_pause(params, pairs, seconds):
+    if wanted and seconds >= wanted[0]:
+      snapshot(params, pairs, seconds, wanted.pop(0))
+
+  params, epochs = benchmarking.train_ours(train, cfg, batch_size, budgets[-1], on_pause=on_pause,
+                                           pause_every_seconds=budgets[0] / 4)
+  pairs, seconds = np.asarray(epochs, np.float64).sum(0)
+  snapshot(params, pairs, seconds, budgets[-1])
+  return out
+
+
+def _lightfm(train, test, dim, threads, budgets, max_sampled) -> list[dict]:
+  from lightfm import LightFM
+  import scipy.sparse as sp
+  rows = np.repeat(np.arange(train.num_images), np.diff(train.label_indptr))
+  interactions = sp.coo_matrix((np.ones(len(rows), np.float32), (rows, train.label_idx)),
+                               shape=(train.num_images, train.num_labels))
+  features = benchmarking.to_csr(train)
+  lfm = LightFM(no_components=dim, loss='warp', random_state=0, max_sampled=max_sampled)
+  out, spent, epochs = [], 0.0, 0
+  for budget in budgets:
+    while spent < budget:
+      t = time.perf_counter()
+      lfm.fit_partial(interactions, user_features=features, epochs=1, num_threads=threads)
+      spent += time.perf_counter() - t
+      epochs += 1
+    out.append({'system': f'LightFM max_sampled={max_sampled}', 'budget': budget,
+                'seconds': spent, 'epochs': float(epochs),
+                'pairs_per_sec': epochs * interactions.nnz / spent,
+                **_metrics(*benchmarking.lightfm_as_params(lfm, test))})
+  return out
+
+
+def table(rows: list[dict]) -> str:
+  """Markdown: set × budget, each system's p@1 / p@5 / MAP and pairs/s, and
+  ours ÷ the better LightFM (p@1) and ÷ LightFM max_sampled=10 (pairs/s)."""
+  lines = ['| set | budget | system | p@1 | p@5 | MAP | pairs/s | epochs |',
+           '|---|---|---|---|---|---|---|---|']
+  ratios = ['', '| set | budget | ours p@1 ÷ better LightFM | ours pairs/s ÷ LightFM (10) |',
+            '|---|---|---|---|']
+  keyed = {}
+  for r in rows:
+    keyed.setdefault((r['set'], r['budget']), []).append(r)
+    lines.append(f'| {r["set"]} | {r["budget"]:.0f} s | {r["system"]} | {r["p@1"]:.3f} | '
+                 f'{r["p@5"]:.3f} | {r["map"]:.3f} | {r["pairs_per_sec"]:,.0f} | {r["epochs"]:.1f} |')
+  for (name, budget), group in keyed.items():
+    ours = next(r for r in group if r['system'] == 'wsabie_jax')
+    theirs = [r for r in group if r['system'] != 'wsabie_jax']
+    best = max(r['p@1'] for r in theirs)
+    default = next(r for r in theirs if r['system'].endswith('=10'))
+    ratios.append(f'| {name} | {budget:.0f} s | {ours["p@1"] / max(best, 1e-9):.2f} | '
+                  f'{ours["pairs_per_sec"] / default["pairs_per_sec"]:.2f} |')
+  return '\n'.join(lines + ratios)
