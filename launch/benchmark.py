@@ -20,6 +20,15 @@ Suites:
              vs LightFM with every CPU thread on the synthetic data (time to
              LightFM's final test p@1); the Corel5k config's pairs/s.
              python launch/benchmark.py --suite=accelerator --budget_seconds=45
+  panel      (by name; needs LightFM) one config file on every data set of a panel
+             vs LightFM's WARP with max_sampled 10 and Y, D 64, 2 threads: test p@1,
+             p@5, MAP, pairs/s and epochs at each budget (read off one run as long
+             as the largest), and the ratios. Sets: 'corel5k', a Mulan folder
+             (NAME-train.arff, NAME-test.arff, NAME.xml) or libsvm:TRAIN:TEST.
+             python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…
+  panel_search  (by name) panel.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
+             trained --budget_seconds on every panel set's training file less a 20%
+             validation split and scored there (test files unread).
   skipgram_epoch  paper 004 Table 1: seconds per epoch of Fast0Tag, Fixed WV and
              the proposed objective, full vs sampled, at 291 labels / 17,665
              images and 925 labels / 102,709 images (the paper's sizes), then at
@@ -37,6 +46,11 @@ _SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram
                             '(every suite but accelerator).')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
+_PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suite.')
+_PANEL_BUDGETS = flags.DEFINE_list('panel_budgets', ['10', '60'], 'Seconds (panel suite).')
+_PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_corel5k.py',
+                                    'The one config file of the panel suite.')
+_PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEARCH (panel_search).')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')
 _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
 
@@ -44,7 +58,9 @@ _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  result = benchmarks.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value)
+  result = benchmarks.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value, _PANEL.value,
+                          [float(b) for b in _PANEL_BUDGETS.value], _PANEL_CONFIG.value,
+                          _PANEL_ROUND.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

@@ -22,7 +22,7 @@ from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
-EXTRA_SUITES = ('accelerator',)  # by name only: long, and it needs LightFM
+EXTRA_SUITES = ('accelerator', 'panel', 'panel_search')  # by name only: long, and they need LightFM
 
 
 def step_cost(small: bool):
@@ -148,7 +148,8 @@ def skipgram_epoch(small: bool):
 
 
 def run(suites, small: bool = False, budget_seconds: float = 130.0,
-        data=('synthetic', 'corel5k')) -> dict:
+        data=('synthetic', 'corel5k'), panel=('corel5k',), panel_budgets=(10.0, 60.0),
+        panel_config: str = 'configs/wsabie_corel5k.py', panel_round: int = 1) -> dict:
   """The named suites ('all' for every one), with the device and CPU count."""
   unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}
   if unknown:
@@ -168,6 +169,12 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'accelerator' in suites:
     from wsabie_jax.experiments import accelerator
     result['accelerator'] = accelerator.run(small, budget_seconds)
+  if 'panel' in suites:
+    from wsabie_jax.experiments import panel as panel_lib
+    result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config)
+  if 'panel_search' in suites:
+    from wsabie_jax.experiments import panel as panel_lib
+    result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds)
   return result
 
 

@@ -61,15 +61,24 @@ def data_config(spec: str):
   return name, data
 
 
-def ours_settings(config_path: str, data, num_labels: int):
-  """(StepConfig, batch size, config): the config file with this data, its
-  draws capped at the Y − 1 negatives there are."""
-  config = config_lib.load(config_path)
+def ours_settings(config_path: str, data, train, overrides: dict | None = None, **knobs):
+  """(StepConfig, batch size, config): the config file with this data (its
+  normalisation and bias feature kept), `overrides` ({'model.dim': 64, …})
+  applied, then the file's `fit(config, train, **knobs)` when it has one
+  (configs/wsabie_mulan.py), else its draws capped at the Y − 1 negatives."""
+  module = config_lib.load_module(config_path)
+  config = module.get_config()
   config.data = ml_collections.ConfigDict({**data.to_dict(),
                                            'bias_feature': config.data.get('bias_feature', 0.0),
                                            'normalize': config.data.normalize})
-  config.loss.num_draws = min(config.loss.num_draws, num_labels - 1)
-  return wsabie_method.step_config(config, num_labels), config.train.batch_size, config
+  for path, value in (overrides or {}).items():
+    section, key = path.split('.')
+    config[section][key] = value
+  if hasattr(module, 'fit'):
+    config = module.fit(config, train, **knobs)
+  else:
+    config.loss.num_draws = min(config.loss.num_draws, train.num_labels - 1)
+  return wsabie_method.step_config(config, train.num_labels), config.train.batch_size, config
 
 
 def compare(specs, budgets=(10.0, 60.0), dim: int = 64, threads: int = 2,
@@ -80,8 +89,7 @@ def compare(specs, budgets=(10.0, 60.0), dim: int = 64, threads: int = 2,
   rows = []
   for spec in specs:
     name, data = data_config(spec)
-    probe, _, _ = load_splits(data)
-    cfg, batch_size, config = ours_settings(config_path, data, probe.num_labels)
+    cfg, batch_size, config = ours_settings(config_path, data, load_splits(data)[0])
     train, _, test = load_splits(config.data)
     padded = batching.pad_images(test)
     stats = dict(set=name, labels=train.num_labels, train_images=train.num_images,
@@ -169,3 +177,71 @@ def table(rows: list[dict]) -> str:
     ratios.append(f'| {name} | {budget:.0f} s | {ours["p@1"] / max(best, 1e-9):.2f} | '
                   f'{ours["pairs_per_sec"] / default["pairs_per_sec"]:.2f} |')
   return '\n'.join(lines + ratios)
+
+
+def choose(specs, candidates: list[dict], budget: float = 20.0,
+           config_path: str = 'configs/wsabie_mulan.py', valid_fraction: float = 0.2) -> list[dict]:
+  """Each candidate ({'knobs': {…fit's}, 'overrides': {'model.dim': …}}) trained
+  `budget` seconds on every set's training file less a validation split, and
+  scored on that split (the test files are not read for this). Prints valid
+  p@1 per set and each candidate's mean p@1 relative to the best on each set."""
+  rows = []
+  for spec in specs:
+    name, data = data_config(spec)
+    data.validation_fraction = valid_fraction
+    loaded = {}  # by the data section a candidate ends with (its bias feature)
+    sizes = load_splits(data)[0]
+    for i, cand in enumerate(candidates):
+      cfg, batch_size, config = ours_settings(config_path, data, sizes,
+                                              cand.get('overrides'), **cand.get('knobs', {}))
+      key = config.data.to_json()
+      if key not in loaded:
+        train, valid, _ = load_splits(config.data)
+        loaded[key] = train, batching.pad_images(valid)
+      train, padded = loaded[key]
+      params, epochs = benchmarking.train_ours(train, cfg, batch_size, budget)
+      pairs, seconds = np.asarray(epochs, np.float64).sum(0)
+      rows.append({'set': name, 'candidate': i, 'batch_size': batch_size,
+                   'num_draws': cfg.loss.num_draws, 'pairs_per_sec': pairs / seconds,
+                   **_metrics(params, padded)})
+      print(f'{name:<10} #{i} {cand}  B={batch_size} K={cfg.loss.num_draws}: valid p@1 '
+            f'{rows[-1]["p@1"]:.4f} MAP {rows[-1]["map"]:.4f} {rows[-1]["pairs_per_sec"]:,.0f} '
+            'pairs/s', flush=True)
+  sets = sorted({r['set'] for r in rows})
+  best = {s: max(r['p@1'] for r in rows if r['set'] == s) for s in sets}
+  print('\ncandidate  ' + '  '.join(f'{s:>9}' for s in sets) + '  mean p@1 ÷ best')
+  for i, cand in enumerate(candidates):
+    mine = {r['set']: r['p@1'] for r in rows if r['candidate'] == i}
+    rel = np.mean([mine[s] / max(best[s], 1e-9) for s in sets])
+    print(f'#{i:<9} ' + '  '.join(f'{mine[s]:>9.4f}' for s in sets) + f'  {rel:.4f}  {cand}')
+  return rows
+
+
+# The search run to choose configs/wsabie_mulan.py's settings: round 1 varies
+# one setting at a time from the first; round 2 combines round 1's best (more
+# steps a epoch's worth of bigger batches; a lower rate). README "Defaults
+# across data" has its figures.
+ROUND_1 = [
+    {},
+    {'knobs': {'steps_per_epoch': 25}},
+    {'knobs': {'steps_per_epoch': 400}},
+    {'knobs': {'max_draws': 20}},
+    {'overrides': {'optim.learning_rate': 0.03}},
+    {'overrides': {'optim.learning_rate': 0.003}},
+    {'overrides': {'model.dim': 64}},
+    {'overrides': {'loss.violators': 'first', 'loss.rank_estimate': 'first_violator'}},
+    {'overrides': {'model.max_norm': 1.0}},
+    {'overrides': {'data.bias_feature': 0.0}},
+    # fast: LightFM's pace (a few draws, big batches, its D)
+    {'knobs': {'steps_per_epoch': 25, 'max_draws': 10}, 'overrides': {'model.dim': 64}},
+    {'knobs': {'steps_per_epoch': 25, 'max_draws': 10},
+     'overrides': {'model.dim': 64, 'optim.learning_rate': 0.05}},
+]
+ROUND_2 = [
+    {'knobs': {'steps_per_epoch': 25}},
+    {'knobs': {'steps_per_epoch': 25}, 'overrides': {'optim.learning_rate': 0.005}},
+    {'knobs': {'steps_per_epoch': 50}, 'overrides': {'optim.learning_rate': 0.005}},
+    {'knobs': {'steps_per_epoch': 25}, 'overrides': {'optim.learning_rate': 0.003}},
+    {'knobs': {'steps_per_epoch': 25}, 'overrides': {'model.dim': 64}},
+]
+SEARCH = {1: ROUND_1, 2: ROUND_2}

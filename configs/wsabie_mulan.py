@@ -1,0 +1,71 @@
+"""WSABIE + WARP with settings that follow the data: one config for any
+multi-label data set in Mulan (ARFF + label XML) or libsvm format.
+
+  python launch/train.py --config=configs/wsabie_mulan.py:DIR --workdir=RUN
+  python launch/train.py --config=configs/wsabie_mulan.py:libsvm,DIR --workdir=RUN
+
+DIR holds NAME-train.arff, NAME-test.arff and NAME.xml, as Mulan distributes
+them (libsvm: train.txt, test.txt, optional labels.txt). Without DIR it runs
+on the shipped Corel5k. The training file is read once here for its sizes
+(labels Y, training pairs), and `fit` turns them into B and K (written into
+config.json, so a run records what it used):
+
+  K = min(Y − 1, MAX_DRAWS)    every violator's rank counted among K draws
+  B = the power of two nearest pairs / STEPS_PER_EPOCH, within [16, 1024]
+
+The constants and the rest (D, C, learning rate, bias feature) were chosen
+on validation splits carved from the training files of a panel of six real
+data sets (Corel5k and five Mulan sets), the test splits untouched; README
+"Defaults across data" has the search and the panel's figures.
+"""
+import math
+import os
+
+import ml_collections
+import numpy as np
+
+from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.data import corel5k_paths, read_split
+from wsabie_jax.methods import wsabie
+
+STEPS_PER_EPOCH = 25   # B follows the data's size: about this many steps an epoch
+MAX_DRAWS = 100        # K caps here: a step's cost never grows with Y beyond it
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  a = parse_arg(arg, flags=('libsvm', 'small'), rest='data_dir', where='wsabie_mulan.py')
+  c = wsabie.base_config(_data(a['data_dir'], a['libsvm']))
+  c.model.update(dim=128, max_norm=3.0)
+  c.loss.update(violators='all', rank_estimate='violator_count')
+  c.optim.update(kind='adagrad', learning_rate=0.01)
+  c.train.update(num_epochs=3 if a['small'] else 100, eval_every_steps=200,
+                 checkpoint_every_steps=2000, patience=8, eval_subset=2000, select_metric='map')
+  return fit(c, read_split(c.data, c.data.train_path))
+
+
+def fit(c: ml_collections.ConfigDict, train, steps_per_epoch: int = STEPS_PER_EPOCH,
+        max_draws: int = MAX_DRAWS) -> ml_collections.ConfigDict:
+  """B and K from the training set's sizes (the module docstring's rules)."""
+  pairs = int(train.label_idx.size * (1 - c.data.validation_fraction))
+  c.train.batch_size = int(np.clip(2 ** round(math.log2(max(pairs / steps_per_epoch, 1))), 16, 1024))
+  c.loss.num_draws = max(1, min(train.num_labels - 1, max_draws))
+  return c
+
+
+def _data(folder: str, libsvm: bool) -> ml_collections.ConfigDict:
+  if not folder:
+    return presets.file_data('mulan', *corel5k_paths(), bias_feature=1.0)
+  if libsvm:
+    labels = os.path.join(folder, 'labels.txt')
+    return presets.file_data('libsvm', os.path.join(folder, 'train.txt'),
+                             os.path.join(folder, 'test.txt'),
+                             labels if os.path.exists(labels) else '', bias_feature=1.0)
+  trains = sorted(f for f in os.listdir(folder) if f.endswith('-train.arff'))
+  xmls = sorted(f for f in os.listdir(folder) if f.endswith('.xml'))
+  if len(trains) != 1 or not xmls:
+    raise ValueError(f'wsabie_mulan.py: {folder} should hold one NAME-train.arff, its '
+                     f'NAME-test.arff and NAME.xml (found {trains + xmls})')
+  stem = trains[0][:-len('-train.arff')]
+  return presets.file_data('mulan', os.path.join(folder, trains[0]),
+                           os.path.join(folder, f'{stem}-test.arff'),
+                           os.path.join(folder, xmls[0]), bias_feature=1.0)

@@ -1,0 +1,50 @@
+"""The panel suite's pieces that need no LightFM: reading a panel entry, the
+data-agnostic config's rules, the ratio table."""
+import pytest
+
+from wsabie_jax import config as config_lib
+from wsabie_jax.data import corel5k_paths, load_splits
+from wsabie_jax.experiments import panel
+
+
+def _mulan_folder(tmp_path, name='toy'):
+  import shutil
+  folder = tmp_path / name
+  folder.mkdir()
+  train, test, labels = corel5k_paths()
+  shutil.copy(train, folder / f'{name}-train.arff')
+  shutil.copy(test, folder / f'{name}-test.arff')
+  shutil.copy(labels, folder / f'{name}.xml')
+  return folder
+
+
+def test_panel_entries(tmp_path):
+  name, data = panel.data_config(str(_mulan_folder(tmp_path)))
+  assert name == 'toy' and data.kind == 'mulan' and data.validation_fraction == 0.0
+  assert data.test_path.endswith('toy-test.arff')
+  name, data = panel.data_config('libsvm:/x/a.txt:/x/b.txt')
+  assert (name, data.kind, data.train_path, data.test_path) == ('a', 'libsvm', '/x/a.txt', '/x/b.txt')
+  (tmp_path / 'empty').mkdir()
+  with pytest.raises(ValueError, match='expected one NAME-train.arff'):
+    panel.data_config(str(tmp_path / 'empty'))
+
+
+def test_data_agnostic_config_follows_the_data(tmp_path):
+  """K = min(Y − 1, 100), B the power of two nearest pairs/25 within [16, 1024]."""
+  config = config_lib.load(f'configs/wsabie_mulan.py:{_mulan_folder(tmp_path)}')
+  train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, ~15.5k pairs (90%: ~13.9k)
+  assert config.loss.num_draws == 100
+  assert config.train.batch_size == 512  # 13.9k / 25 = 557 → 512
+  module = config_lib.load_module('configs/wsabie_mulan.py')
+  few = module.fit(config, train, steps_per_epoch=10_000, max_draws=1000)
+  assert (few.train.batch_size, few.loss.num_draws) == (16, 373)
+  assert module.fit(config, train, steps_per_epoch=1).train.batch_size == 1024
+
+
+def test_ratio_table():
+  row = {'set': 's', 'budget': 10.0, 'p@5': 0.1, 'map': 0.2, 'epochs': 1.0}
+  rows = [{**row, 'system': 'wsabie_jax', 'p@1': 0.6, 'pairs_per_sec': 50.0},
+          {**row, 'system': 'LightFM max_sampled=10', 'p@1': 0.5, 'pairs_per_sec': 100.0},
+          {**row, 'system': 'LightFM max_sampled=7', 'p@1': 0.4, 'pairs_per_sec': 10.0}]
+  text = panel.table(rows)
+  assert '| s | 10 s | 1.20 | 0.50 |' in text
