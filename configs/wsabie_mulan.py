@@ -60,12 +60,4 @@ def _data(folder: str, libsvm: bool) -> ml_collections.ConfigDict:
     return presets.file_data('libsvm', os.path.join(folder, 'train.txt'),
                              os.path.join(folder, 'test.txt'),
                              labels if os.path.exists(labels) else '', bias_feature=1.0)
-  trains = sorted(f for f in os.listdir(folder) if f.endswith('-train.arff'))
-  xmls = sorted(f for f in os.listdir(folder) if f.endswith('.xml'))
-  if len(trains) != 1 or not xmls:
-    raise ValueError(f'wsabie_mulan.py: {folder} should hold one NAME-train.arff, its '
-                     f'NAME-test.arff and NAME.xml (found {trains + xmls})')
-  stem = trains[0][:-len('-train.arff')]
-  return presets.file_data('mulan', os.path.join(folder, trains[0]),
-                           os.path.join(folder, f'{stem}-test.arff'),
-                           os.path.join(folder, xmls[0]), bias_feature=1.0)
+  return presets.mulan_folder(folder, bias_feature=1.0)

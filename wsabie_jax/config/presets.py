@@ -6,6 +6,8 @@ then a few overrides; the method sections come from the method's dataclasses
 """
 from __future__ import annotations
 
+import pathlib
+
 import ml_collections
 
 
@@ -48,6 +50,20 @@ def file_data(kind: str, train_path: str, test_path: str, labels_path: str = '',
   return _common_data(**{**dict(kind=kind, train_path=train_path, test_path=test_path,
                                 labels_path=labels_path, feature_base=0, featurized_dir=''),
                          **fields})
+
+
+def mulan_folder(folder: str, **fields) -> ml_collections.ConfigDict:
+  """file_data of a folder laid out as Mulan distributes a data set:
+  NAME-train.arff, NAME-test.arff and a label XML."""
+  folder = pathlib.Path(folder)
+  trains = sorted(folder.glob('*-train.arff')) if folder.is_dir() else []
+  xmls = sorted(folder.glob('*.xml')) if folder.is_dir() else []
+  if len(trains) != 1 or not xmls:
+    raise ValueError(f'{folder}: expected one NAME-train.arff, its NAME-test.arff and NAME.xml '
+                     f'(Mulan layout); found {[p.name for p in trains + xmls]}')
+  stem = trains[0].name[:-len('-train.arff')]
+  return file_data('mulan', str(trains[0]), str(folder / f'{stem}-test.arff'), str(xmls[0]),
+                   **fields)
 
 
 def tfds_data(name: str, data_dir: str, manual_dir: str = '') -> ml_collections.ConfigDict:

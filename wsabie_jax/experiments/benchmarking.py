@@ -92,15 +92,21 @@ def to_csr(ds: SparseDataset):
   return sp.csr_matrix((ds.feat_val, (rows, ds.feat_idx)), shape=(ds.num_images, ds.num_features))
 
 
-def train_lightfm(train: SparseDataset, dim: int, budget_seconds: float, threads: int = 2,
-                  seed: int = 0, **lightfm_kw):
-  """LightFM WARP on the same pairs: images are users with feature rows, labels are items."""
+def lightfm_inputs(train: SparseDataset):
+  """(interactions, user features) for LightFM: images are users with feature
+  rows, labels are items."""
   import scipy.sparse as sp
-  from lightfm import LightFM
   rows = np.repeat(np.arange(train.num_images), np.diff(train.label_indptr))
   interactions = sp.coo_matrix((np.ones(len(rows), np.float32), (rows, train.label_idx)),
                                shape=(train.num_images, train.num_labels))
-  features = to_csr(train)
+  return interactions, to_csr(train)
+
+
+def train_lightfm(train: SparseDataset, dim: int, budget_seconds: float, threads: int = 2,
+                  seed: int = 0, **lightfm_kw):
+  """LightFM WARP on the same pairs (lightfm_inputs), epochs until the budget."""
+  from lightfm import LightFM
+  interactions, features = lightfm_inputs(train)
   lfm = LightFM(no_components=dim, loss='warp', random_state=seed, **lightfm_kw)
   epochs, spent = [], 0.0
   while spent < budget_seconds:

@@ -45,18 +45,8 @@ def data_config(spec: str):
     _, train, test = spec.split(':')
     name, data = pathlib.Path(train).stem, presets.file_data('libsvm', train, test)
   else:
-    folder = pathlib.Path(spec)
-    trains = sorted(folder.glob('*-train.arff'))
-    if len(trains) != 1:
-      raise ValueError(f'{folder}: expected one NAME-train.arff (Mulan layout), found '
-                       f'{[p.name for p in trains]}')
-    stem = trains[0].name[:-len('-train.arff')]
-    labels = sorted(folder.glob('*.xml'))
-    if not labels:
-      raise ValueError(f'{folder}: no label XML')
-    name = stem
-    data = presets.file_data('mulan', str(trains[0]), str(folder / f'{stem}-test.arff'),
-                             str(labels[0]))
+    data = presets.mulan_folder(spec)
+    name = pathlib.Path(data.train_path).name[:-len('-train.arff')]
   data.validation_fraction = 0.0
   return name, data
 
@@ -137,11 +127,7 @@ def _ours(train, padded, cfg, batch_size, budgets) -> list[dict]:
 
 def _lightfm(train, test, dim, threads, budgets, max_sampled) -> list[dict]:
   from lightfm import LightFM
-  import scipy.sparse as sp
-  rows = np.repeat(np.arange(train.num_images), np.diff(train.label_indptr))
-  interactions = sp.coo_matrix((np.ones(len(rows), np.float32), (rows, train.label_idx)),
-                               shape=(train.num_images, train.num_labels))
-  features = benchmarking.to_csr(train)
+  interactions, features = benchmarking.lightfm_inputs(train)
   lfm = LightFM(no_components=dim, loss='warp', random_state=0, max_sampled=max_sampled)
   out, spent, epochs = [], 0.0, 0
   for budget in budgets:

@@ -135,7 +135,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
           if _validate(method, state, recorder, ckpts, clock.step_seconds):
             stop = stop or 'early_stopping'
       if _crossed(step, done, train.checkpoint_every_steps) or last or stop:
-        _check_finite(stats, ckpts, state)
+        if not (_crossed(step, done, train.eval_every_steps) or last):  # checked just above
+          _check_finite(stats, ckpts, state)
         r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds, stopped=stop,
                  data_position=stream.position(step))
         with clock.excluded():

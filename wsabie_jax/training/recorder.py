@@ -12,6 +12,7 @@ import jax
 
 log = logging.getLogger('wsabie_jax')
 
+
 class Clock:
   """Training time, split into the steps' time and the rest (compilation,
   validation, checkpoints), summed over resumed runs.
