@@ -119,8 +119,7 @@ def test_positives_are_never_updated_as_negatives():
     cfg = _adaptive_cfg(loss=loss)
     state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
     # Make each image's positives its top-scoring labels: W_y += image for y ∈ P.
-    image = np.asarray(step_lib.model.embed_images(state.params.V_dxD[batch['feat_idx_BxF']],
-                                                   batch['feat_val_BxF']))
+    image = np.asarray(step_lib.model.embed_packed(state.params.V_dxD, batch, 64)[0])
     W = np.asarray(state.params.W_YxD).copy()
     for b in range(64):
       W[batch['pos_BxP'][b, :batch['num_pos_B'][b]]] += 3 * image[b]

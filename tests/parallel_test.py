@@ -26,6 +26,7 @@ def _four_devices_match_one(loss, optimizer, sampler, cpus):
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 400)
   stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0)
+  stream4 = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0, packs=4)
   adaptive = dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
                   rank_scale=0.05, refresh_every_pairs=64)  # a refresh every other step
   cfg = helpers.step_config(60, dim=8, loss=loss, num_draws=20, optimizer=optimizer,
@@ -35,9 +36,8 @@ def _four_devices_match_one(loss, optimizer, sampler, cpus):
   mesh = parallel.make_mesh(4, cpus)
   four, step4 = init(), step_lib.make_parallel_train_step(cfg, mesh)
   for s in range(6):
-    batch = stream.batch(s)
-    one, stats1 = step1(one, jax.device_put(batch))
-    four, stats4 = step4(four, parallel.shard_batch(batch, mesh))
+    one, stats1 = step1(one, jax.device_put(stream.batch(s)))
+    four, stats4 = step4(four, parallel.shard_batch(stream4.batch(s), mesh))
     assert int(stats1['pairs']) == int(stats4['pairs']) == 32
   for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(four)):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)

@@ -10,6 +10,7 @@ import numpy as np
 
 from wsabie_jax.core import metrics
 from wsabie_jax.core import model
+from wsabie_jax.data import packing
 from wsabie_jax.data.batching import PaddedImages, eval_batches
 from wsabie_jax.core import precision
 
@@ -81,9 +82,9 @@ def evaluate_frequency_baseline(label_counts_Y: np.ndarray, padded: PaddedImages
 
 @functools.partial(jax.jit, static_argnames='score')
 @precision.full_float32
-def _draws_needed(V_dxD, W_YxD, feat_idx_BxF, feat_val_BxF, label_B, pos_BxP, num_pos_B, margin,
-                  score):
-  image_BxD = model.embed_images(V_dxD[feat_idx_BxF], feat_val_BxF)
+def _draws_needed(V_dxD, W_YxD, batch, margin, score):
+  label_B, pos_BxP, num_pos_B = batch['label_B'], batch['pos_BxP'], batch['num_pos_B']
+  image_BxD, _ = model.embed_packed(V_dxD, packing.from_padded(batch), len(label_B))
   scores_BxY = model.score_all(image_BxD, W_YxD, score)
   pos_score_B = jnp.take_along_axis(scores_BxY, label_B[:, None], 1)
   is_pos_BxY = jnp.zeros(scores_BxY.shape, bool).at[jnp.arange(len(label_B))[:, None], pos_BxP].set(
@@ -107,8 +108,7 @@ def uniform_draws_needed(params: model.Params, batch: dict, margin: float = 1.0,
   v > 0) and the fraction of pairs with a violator.
   """
   expected_B, found_B = jax.device_get(_draws_needed(
-      params.V_dxD, params.W_YxD, batch['feat_idx_BxF'], batch['feat_val_BxF'], batch['label_B'],
-      batch['pos_BxP'], batch['num_pos_B'], margin, score))
+      params.V_dxD, params.W_YxD, batch, margin, score))
   return {'draws_per_pair': float(expected_B.mean()),
           'draws_per_update': float(expected_B[found_B].mean()) if found_B.any() else float('nan'),
           'violating_fraction': float(found_B.mean())}

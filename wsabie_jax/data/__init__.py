@@ -132,11 +132,12 @@ def hold_out(train, valid, test, fraction: float, seed: int):
   return seen_only(train), seen_only(valid), dataclasses.replace(test, num_seen_labels=num_seen)
 
 
-def pair_stream(train, batch_size: int, seed: int):
-  """The training pairs of an in-memory data set or of a shard set on disk."""
+def pair_stream(train, batch_size: int, seed: int, packs: int = 1):
+  """The training pairs of an in-memory data set (non-zeros packed in `packs`
+  packs: one a device) or of a shard set on disk (padded images)."""
   if isinstance(train, shards.ShardSet):
     return shards.ShardedPairStream(train, batch_size, seed)
-  return batching.PairStream(train, batching.pad_images(train), batch_size, seed)
+  return batching.PairStream(train, batching.pad_images(train), batch_size, seed, packs)
 
 
 COREL5K_DIR = pathlib.Path(__file__).parent / 'files' / 'corel5k'

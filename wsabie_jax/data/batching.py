@@ -14,6 +14,7 @@ from typing import Iterator, NamedTuple
 import jax
 import numpy as np
 
+from wsabie_jax.data import packing
 from wsabie_jax.data.dataset import SparseDataset
 
 
@@ -86,15 +87,22 @@ class EpochOrder:
 
 
 class PairStream:
-  """Batch `step` of the positive pairs, a new permutation every epoch."""
+  """Batch `step` of the positive pairs, a new permutation every epoch, the
+  images' non-zeros packed (data/packing.py) in `packs` packs (one a device)."""
 
-  def __init__(self, ds: SparseDataset, padded: PaddedImages, batch_size: int, seed: int):
+  def __init__(self, ds: SparseDataset, padded: PaddedImages, batch_size: int, seed: int,
+               packs: int = 1):
     self.padded = padded
     self.pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr)).astype(np.int32)
     self.pair_label = ds.label_idx.astype(np.int32)
     if len(self.pair_image) == 0:
       raise ValueError('the training set has no positive pairs')
-    self.batch_size = batch_size
+    if batch_size % packs:
+      raise ValueError(f'batch size {batch_size} is not a multiple of {packs} devices')
+    self.batch_size, self.pack_size = batch_size, batch_size // packs
+    self.csr = packing.csr_table(ds.feat_indptr, ds.feat_idx, ds.feat_val)
+    self.pair_len = self.csr['feat_len'][self.pair_image]
+    self.base_budget = packing.base_budget(self.pair_len, self.pack_size, seed)
     self.order = EpochOrder(len(self.pair_image), batch_size, seed)
     self.position = self.order.position
 
@@ -103,7 +111,14 @@ class PairStream:
     return len(self.pair_image)
 
   def batch(self, step: int) -> dict:
-    return self.gather(self.table(), self.ids(step), np)
+    ids = self.ids(step)
+    return self.gather(self.table(), ids, self.budget(ids[None]), np)
+
+  def budget(self, ids_xB: np.ndarray) -> int:
+    """Slots a pack gets for these batches' pair ids: the base budget, or the
+    next class up where one of them holds more (packing.budget_class)."""
+    return packing.budget_class(self.base_budget,
+                                packing.needed(self.pair_len, ids_xB, self.pack_size))
 
   # Device-resident form (training/loop.py, train.steps_per_call > 1): the
   # arrays go to the device once; a step's batch is gathered there from its ids.
@@ -113,15 +128,14 @@ class PairStream:
 
   def table(self) -> dict:
     p = self.padded
-    return {'pair_image': self.pair_image, 'pair_label': self.pair_label,
-            'feat_idx': p.feat_idx_nxF, 'feat_val': p.feat_val_nxF, 'pos': p.pos_nxP,
-            'num_pos': p.num_pos_n}
+    return {'pair_image': self.pair_image, 'pair_label': self.pair_label, 'pos': p.pos_nxP,
+            'num_pos': p.num_pos_n, **self.csr}
 
-  @staticmethod
-  def gather(table: dict, pairs_B, xp=jax.numpy) -> dict:
-    """Batch of the given pairs from `table` (numpy or jax arrays alike)."""
+  def gather(self, table: dict, pairs_B, budget: int, xp=jax.numpy) -> dict:
+    """Batch of the given pairs from `table` (numpy or jax arrays alike), its
+    images packed in `budget` slots a pack."""
     img = table['pair_image'][pairs_B]
-    return {'feat_idx_BxF': table['feat_idx'][img], 'feat_val_BxF': table['feat_val'][img],
+    return {**packing.pack(table, img, self.pack_size, budget, xp),
             'label_B': table['pair_label'][pairs_B], 'pos_BxP': table['pos'][img],
             'num_pos_B': table['num_pos'][img], 'weight_B': xp.ones(pairs_B.shape[0], xp.float32)}
 

@@ -39,6 +39,8 @@ CPUs and TPUs are deterministic already; the option changes nothing there.
 """
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Iterator
 
 import jax
@@ -49,6 +51,8 @@ from jax.sharding import PartitionSpec as P
 from wsabie_jax.data import batching
 from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
+
+log = logging.getLogger('wsabie_jax')
 
 
 def compiler_options(deterministic: bool) -> dict:
@@ -91,29 +95,27 @@ class Dispatcher:
     if per_call == 1:
       self.mode = 'per step'
       self.fn = self._compile_one(method)
-      calls = ((s, 1, stream.batch(s)) for s, _ in schedule)
-      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0))
+      calls = ((s, 1, stream.batch(s), None) for s, _ in schedule)
+      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0), None)
     else:
       resident = hasattr(stream, 'table')
       self.mode = 'resident' if resident else 'streamed'
-      gather = stream.gather if resident else (lambda table, batch: batch)
-      self.fn = self._compile_many(method, gather, per_call)
+      self._method, self._per_call, self._fns = method, per_call, {}
       self.table = self._replicate(stream.table()) if resident else {}
-      calls = ((s, n, _stack([stream.ids(i) if resident else stream.batch(i)
-                              for i in range(s, s + n)], per_call)) for s, n in schedule)
-      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1))
+      calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
+      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
     self.calls = batching.prefetch(calls, size=2, put=put)
 
   def place(self, state):
     return parallel.replicate(state, self.mesh) if self.multi else state
 
   def __call__(self, state, step: int):
-    first, n, xs = next(self.calls)
+    first, n, xs, budget = next(self.calls)
     assert first == step, (first, step)
     if self.mode == 'per step':
       state, stats = self.fn(state, xs)
     else:
-      state, stats = self.fn(state, self.table, xs, np.int32(n))
+      state, stats = self._compiled(budget)(state, self.table, xs, np.int32(n))
     if self.multi and self.mesh.devices.flat[0].platform == 'cpu':
       # XLA:CPU runs every device's program on one shared thread pool; with
       # asynchronous dispatch one device can start the next call while
@@ -124,7 +126,32 @@ class Dispatcher:
   def close(self):
     self.calls.close()
 
+  @staticmethod
+  def _call_input(stream, first: int, n: int, per_call: int, resident: bool):
+    """(first, n, the call's N stacked ids or batches, the packs' budget or None)."""
+    xs = _stack([stream.ids(i) if resident else stream.batch(i)
+                 for i in range(first, first + n)], per_call)
+    packed = resident and hasattr(stream, 'budget')
+    return first, n, xs, stream.budget(xs[:n]) if packed else None
+
   # --- compilation ----------------------------------------------------------
+
+  def _compiled(self, budget: int | None):
+    """The call for packs of `budget` slots (packed streams; data/packing.py):
+    one compilation per budget class, the base one nearly always."""
+    if budget not in self._fns:
+      stream = self._method.stream
+      if not hasattr(stream, 'table'):  # streamed: the call's batches come built
+        gather = lambda table, batch: batch
+      elif budget is None:
+        gather = stream.gather
+      else:
+        gather = functools.partial(stream.gather, budget=budget)
+        if budget != stream.base_budget:
+          log.info('a batch needs %d non-zero slots a pack (base budget %d): compiling '
+                   'a call for that', budget, stream.base_budget)
+      self._fns[budget] = self._compile_many(self._method, gather, self._per_call)
+    return self._fns[budget]
 
   def _compile_one(self, method: Method):
     if self.multi and method.local_step is not None:

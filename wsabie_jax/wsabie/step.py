@@ -1,7 +1,9 @@
 """TrainState and the jitted, donated WSABIE training step.
 
 A batch holds B positive pairs (x, y) with static shapes:
-  feat_idx_BxF, feat_val_BxF  the image's non-zeros, padded with value 0;
+  feat_idx_SxN, feat_val_SxN, the images' non-zeros packed in S packs of N
+  feat_row_SxN                slots (data/packing.py; padded images,
+                              feat_idx_BxF and feat_val_BxF, are taken too);
   label_B                     the positive y of this pair;
   pos_BxP, num_pos_B          all of the image's positives, sorted, padded with Y
                               (negatives must avoid every one of them);
@@ -20,6 +22,7 @@ from wsabie_jax.core import model
 from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
+from wsabie_jax.data import packing
 from wsabie_jax.training import parallel
 from wsabie_jax.wsabie import exact_rank
 from wsabie_jax.wsabie.objective import choose_objective, pair_loss
@@ -74,9 +77,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   """
   V, W = params
   draw_negatives, weigh = choose_objective(cfg)
-  V_rows_BxFxD = V[batch['feat_idx_BxF']]
   W_pos_BxD = W[batch['label_B']]
-  image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+  image_BxD, row_N = model.embed_packed(V, batch, batch['label_B'].shape[0])
   neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
   W_neg_BxKxD = W[neg_BxK]
   pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.model.score)[:, 0]
@@ -101,33 +103,35 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
 
   loss, (g_image_BxD, gW_pos, gW_neg) = jax.value_and_grad(loss_fn, (0, 1, 2))(
       image_BxD, W_pos_BxD, W_neg_BxJxD)
-  # image = Σ_f x_f V_f, so a feature row's gradient is its value times the
-  # image's: formed here, it fuses into the optimiser's reads (no B×F×D buffer).
-  gV = batch['feat_val_BxF'][:, :, None] * g_image_BxD[:, None, :]
+  gV_NxD = feature_row_grads(batch, row_N, g_image_BxD)
   real_B = batch['weight_B'] > 0
   stats = {'loss': loss, 'pairs': jnp.sum(real_B),
            # the rows read were finite (a NaN or inf row makes the scores reading it so)
            'nonfinite': jnp.sum(~jnp.isfinite(pos_score_B)) + jnp.sum(~jnp.isfinite(neg_scores_BxK)),
            'violator_found': jnp.sum(found_B & real_B),
            'draws_to_violator': jnp.sum(jnp.where(found_B & real_B, trials_B, 0))}
-  grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
+  grads = RowGrads(batch['feat_idx_SxN'].reshape(-1), gV_NxD,
                    jnp.concatenate([batch['label_B'], neg_ids_BxJ.reshape(-1)]),
                    jnp.concatenate([gW_pos, gW_neg.reshape(-1, W.shape[1])]))
   return grads, stats
+
+
+def feature_row_grads(batch: dict, row_N: jax.Array, g_image_BxD: jax.Array) -> jax.Array:
+  """image = Σ_f x_f V_f, so a feature row's gradient is its value times its
+  image's: formed here, it fuses into the optimiser's reads (no N×D buffer)."""
+  return batch['feat_val_SxN'].reshape(-1, 1) * g_image_BxD[row_N]
 
 
 def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
   """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)
   time, O(B·C) memory in chunks of C = loss.label_chunk labels (exact_rank.py)."""
   V, W = params
-  V_rows_BxFxD = V[batch['feat_idx_BxF']]
-  image_BxD = model.embed_images(V_rows_BxFxD, batch['feat_val_BxF'])
+  image_BxD, row_N = model.embed_packed(V, batch, batch['label_B'].shape[0])
   loss, g_image_BxD, gW = exact_rank.row_grads(
       image_BxD, W, batch['label_B'], batch['pos_BxP'], batch['weight_B'],
       score=cfg.model.score, rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin,
       chunk=min(cfg.loss.label_chunk, cfg.num_labels))
-  gV = batch['feat_val_BxF'][:, :, None] * g_image_BxD[:, None, :]
-  grads = RowGrads(batch['feat_idx_BxF'].reshape(-1), gV.reshape(-1, V.shape[1]),
+  grads = RowGrads(batch['feat_idx_SxN'].reshape(-1), feature_row_grads(batch, row_N, g_image_BxD),
                    jnp.arange(cfg.num_labels), gW)
   return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0),
                  'nonfinite': jnp.sum(~jnp.isfinite(image_BxD))}
@@ -162,6 +166,7 @@ def train_step(cfg: StepConfig, state: TrainState, batch: dict):
 
 def _train_step(cfg: StepConfig, state: TrainState, batch: dict):
   """One SGD step; touches only the batch's feature rows and label rows."""
+  batch = packing.from_padded(batch)
   if cfg.loss.kind == 'exact':
     grads, stats = exact_row_grads(cfg, state.params, batch)
     return apply_row_grads(cfg, state, grads), stats
@@ -190,6 +195,7 @@ def local_train_step(cfg: StepConfig):
 
   @precision.with_precision(cfg.model.matmul_precision)
   def local_step(state: TrainState, batch: dict):
+    batch = packing.from_padded(batch)
     rows = batch['label_B'].shape[0]
     # The global batch's draws (their uniforms), then this device's rows of them.
     num_pos_B = jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True)

@@ -1,0 +1,89 @@
+"""Packed non-zeros (data/packing.py): the same images as padding, at their real cost."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from wsabie_jax.core import model
+from wsabie_jax.data import batching, packing
+from wsabie_jax.data.dataset import SparseDataset
+
+
+def _uneven(num_images=60, num_features=50, num_labels=7, seed=0) -> SparseDataset:
+  """Images of 0 to 40 non-zeros (a heavy tail, one empty), 1–3 labels each."""
+  rng = np.random.default_rng(seed)
+  f_len = np.minimum(rng.geometric(0.12, num_images), 40)
+  f_len[3] = 0
+  p_len = rng.integers(1, 4, num_images)
+  feat_idx = np.concatenate([rng.choice(num_features, n, replace=False) for n in f_len])
+  label_idx = np.concatenate([np.sort(rng.choice(num_labels, n, replace=False)) for n in p_len])
+  return SparseDataset(np.concatenate([[0], np.cumsum(f_len)]), feat_idx.astype(np.int32),
+                       rng.random(f_len.sum()).astype(np.float32) + 0.5,
+                       np.concatenate([[0], np.cumsum(p_len)]), label_idx.astype(np.int32),
+                       num_features, [str(i) for i in range(num_labels)])
+
+
+@pytest.mark.parametrize('packs', [1, 4])
+def test_packed_batches_embed_as_padded_ones(packs):
+  """Every step's packed batch, host and device alike, gives the padded
+  batch's image embeddings (the reference: V[idx_BxF] weighted by val_BxF)."""
+  ds = _uneven()
+  padded = batching.pad_images(ds)
+  stream = batching.PairStream(ds, padded, 16, seed=3, packs=packs)
+  V = jax.random.normal(jax.random.PRNGKey(0), (ds.num_features, 6))
+  table = jax.device_put(stream.table())
+  for step in range(0, 30, 3):  # several epochs
+    ids = stream.ids(step)
+    img = stream.pair_image[ids]
+    want = np.einsum('bfd,bf->bd', np.asarray(V)[padded.feat_idx_nxF[img]], padded.feat_val_nxF[img])
+    host = stream.batch(step)
+    assert host['feat_idx_SxN'].shape[0] == packs
+    device = jax.jit(functools.partial(stream.gather, budget=stream.budget(ids[None])))(table, ids)
+    for k in host:
+      np.testing.assert_array_equal(np.asarray(device[k]), host[k], err_msg=k)
+    got, _ = model.embed_packed(V, host, 16)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    # rows never decrease within a pack (a sorted segment sum), padding adds 0
+    assert np.all(np.diff(host['feat_row_SxN'], axis=1) >= 0)
+    real = np.diff(ds.feat_indptr)[img].reshape(packs, -1).sum(1)
+    for s in range(packs):
+      assert np.all(host['feat_val_SxN'][s, real[s]:] == 0)
+
+
+def test_budget_is_near_the_mean_not_the_longest_and_grows_by_classes():
+  """The base budget follows the pairs' total non-zeros (heavy tail: far below
+  B × the longest); a batch above it gets the next class, base·2^k."""
+  rng = np.random.default_rng(0)
+  pair_len = np.minimum(rng.geometric(0.01, 5000), 900)  # mean ≈ 100, longest 900
+  base = packing.base_budget(pair_len, 128)
+  assert 128 * pair_len.mean() < base < 0.3 * 128 * pair_len.max()
+  assert base % 8 == 0
+  assert packing.budget_class(base, base) == base
+  assert packing.budget_class(base, base + 1) == 2 * base
+  assert packing.budget_class(base, 3 * base) == 4 * base
+  # uniform lengths: the budget is the only size a pack can have
+  assert packing.base_budget(np.full(100, 10), 16) == 160
+
+
+def test_an_oversized_batch_is_packed_whole():
+  """A batch of the longest images takes a larger class and loses no non-zero."""
+  ds = _uneven()
+  stream = batching.PairStream(ds, batching.pad_images(ds), 8, seed=0)
+  longest = np.argsort(stream.pair_len)[-8:].astype(np.int32)
+  budget = stream.budget(longest[None])
+  assert budget >= stream.pair_len[longest].sum()
+  b = stream.gather(stream.table(), longest, budget, np)
+  assert np.count_nonzero(b['feat_val_SxN']) == stream.pair_len[longest].sum()
+
+
+def test_padded_batches_convert_without_copying_values():
+  idx = np.array([[1, 2, 0], [3, 0, 0]], np.int32)
+  val = np.array([[1., 2., 0.], [3., 0., 0.]], np.float32)
+  b = packing.from_padded({'feat_idx_BxF': idx, 'feat_val_BxF': val, 'label_B': np.zeros(2)})
+  assert set(b) == {'feat_idx_SxN', 'feat_val_SxN', 'feat_row_SxN', 'label_B'}
+  np.testing.assert_array_equal(np.asarray(b['feat_row_SxN']), [[0, 0, 0, 1, 1, 1]])
+  V = jnp.arange(8.0).reshape(4, 2)
+  got, _ = model.embed_packed(V, b, 2)
+  np.testing.assert_allclose(np.asarray(got), np.stack([V[1] + 2 * V[2], 3 * V[3]]))

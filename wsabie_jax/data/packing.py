@@ -1,0 +1,105 @@
+"""Packed non-zeros: a batch's image features as (row, feature, value) triples.
+
+Padding every image of a batch to the longest image's non-zeros makes a step
+cost B·max_nnz rows; on real data that is 3–10× the real non-zeros (Mulan's
+enron: mean 97 a pair, longest 875). Packed, a batch of b pairs holds its
+images' non-zeros back to back in a fixed `budget` of slots:
+
+  feat_idx_SxN, feat_val_SxN  the non-zeros of pack s's images in order, then
+                              padding (feature 0, value 0: adds nothing);
+  feat_row_SxN                the row within the pack (0..b−1) each belongs to,
+                              non-decreasing (a sorted segment sum).
+
+S packs of b = B/S pairs each: one per device under data parallelism, so a
+device's slice of a batch is a pack of its own pairs (S = 1 on one device).
+The budget N is static (one compiled shape), sized from the pairs' lengths so
+a batch almost never exceeds it; one that does runs with the next of the
+budget classes N·2^k (a second compiled shape, logged). The image embedding
+is then a segment sum over N rows (core/model.embed_packed): the step costs
+the real non-zeros, not the longest image's (docs/DESIGN.md §1).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SAMPLED_BATCHES = 1000  # random batches whose largest total sets the base budget
+MARGIN = 1.15           # … times this margin
+
+
+def base_budget(pair_len: np.ndarray, pack_size: int, seed: int = 0) -> int:
+  """Slots a pack of `pack_size` pairs gets: 15% above the largest total
+  non-zeros among SAMPLED_BATCHES random packs, and at least mean + 4σ of a
+  pack's total; a multiple of 8 and never above what the longest pairs need."""
+  rng = np.random.default_rng(seed)
+  pair_len = pair_len.astype(np.int64)
+  sample = rng.choice(pair_len, (SAMPLED_BATCHES, pack_size))  # with replacement: near enough
+  mean, std = pair_len.mean(), pair_len.std()
+  need = max(MARGIN * sample.sum(1).max(), pack_size * mean + 4 * std * math.sqrt(pack_size), 1)
+  cap = int(np.sort(pair_len)[-pack_size:].sum())  # the most a pack can ever hold
+  return int(max(8, min(-(-int(math.ceil(need)) // 8) * 8, -(-max(cap, 1) // 8) * 8)))
+
+
+def budget_class(base: int, needed: int) -> int:
+  """The smallest base·2^k ≥ needed (k ≥ 0): few shapes, few compilations."""
+  budget = base
+  while budget < needed:
+    budget *= 2
+  return budget
+
+
+def csr_table(indptr: np.ndarray, feat_idx: np.ndarray, feat_val: np.ndarray) -> dict:
+  """The arrays a pack is gathered from: each image's start and length, and the
+  non-zeros with one (0, 0.0) appended, so padding slots read a real entry."""
+  return {'feat_start': indptr[:-1].astype(np.int32),
+          'feat_len': np.diff(indptr).astype(np.int32),
+          'feat_idx_flat': np.append(feat_idx, 0).astype(np.int32),
+          'feat_val_flat': np.append(feat_val, 0).astype(np.float32)}
+
+
+def _pack_one(table: dict, img_b, budget: int, xp):
+  """One pack of the images `img_b` in `budget` slots: (idx_N, val_N, row_N)."""
+  len_b = table['feat_len'][img_b]
+  ends_b = xp.cumsum(len_b)
+  slot_N = xp.arange(budget)
+  row_N = xp.minimum(xp.searchsorted(ends_b, slot_N, side='right'), len(img_b) - 1)
+  real_N = slot_N < ends_b[-1]
+  src_N = table['feat_start'][img_b][row_N] + slot_N - (ends_b[row_N] - len_b[row_N])
+  src_N = xp.where(real_N, src_N, len(table['feat_idx_flat']) - 1)  # the appended (0, 0.0)
+  return (table['feat_idx_flat'][src_N], table['feat_val_flat'][src_N],
+          row_N.astype(xp.int32))
+
+
+def pack(table: dict, img_B, pack_size: int, budget: int, xp=jnp) -> dict:
+  """The images `img_B` (B = S·pack_size) as S packs of `budget` slots (numpy
+  or jax alike, the same integers either way)."""
+  img_SxB = img_B.reshape(-1, pack_size)
+  if xp is np:
+    parts = [_pack_one(table, img_b, budget, np) for img_b in img_SxB]
+    idx, val, row = (np.stack(p) for p in zip(*parts))
+  else:
+    idx, val, row = jax.vmap(functools.partial(_pack_one, table, budget=budget, xp=jnp))(img_SxB)
+  return {'feat_idx_SxN': idx, 'feat_val_SxN': val, 'feat_row_SxN': row}
+
+
+def needed(pair_len: np.ndarray, ids_xB: np.ndarray, pack_size: int) -> int:
+  """The most non-zeros any pack of these batches (rows of pair ids) holds."""
+  return int(pair_len[ids_xB].reshape(-1, pack_size).sum(1).max())
+
+
+def from_padded(batch: dict) -> dict:
+  """A batch with padded images (feat_idx_BxF, feat_val_BxF: streamed shards,
+  tests, benchmarks) in the packed form, one pack: a reshape, nothing copied."""
+  if 'feat_idx_BxF' not in batch:
+    return batch
+  out = {k: v for k, v in batch.items() if k not in ('feat_idx_BxF', 'feat_val_BxF')}
+  idx_BxF, val_BxF = batch['feat_idx_BxF'], batch['feat_val_BxF']
+  B, F = idx_BxF.shape
+  row = jnp.repeat(jnp.arange(B, dtype=jnp.int32), F, total_repeat_length=B * F)
+  return {**out, 'feat_idx_SxN': idx_BxF.reshape(1, -1), 'feat_val_SxN': val_BxF.reshape(1, -1),
+          'feat_row_SxN': row.reshape(1, -1)}
+
