@@ -87,3 +87,47 @@ def test_padded_batches_convert_without_copying_values():
   V = jnp.arange(8.0).reshape(4, 2)
   got, _ = model.embed_packed(V, b, 2)
   np.testing.assert_allclose(np.asarray(got), np.stack([V[1] + 2 * V[2], 3 * V[3]]))
+
+
+def test_eval_batches_cut_padding_and_cover_every_image_once():
+  """Shortest first, each batch as wide as its longest image (a power of two):
+  every image once, no non-zero value cut, and the embeddings are the padded ones."""
+  ds = _uneven(num_images=70)
+  ds.feat_val[5] = 0.0  # an explicit zero inside an image: its later entries still count
+  padded = batching.pad_images(ds)
+  V = np.random.default_rng(1).normal(size=(ds.num_features, 4))
+  want = np.einsum('nfd,nf->nd', V[padded.feat_idx_nxF], padded.feat_val_nxF)
+  seen, widths = [], set()
+  for b in batching.eval_batches(padded, 16):
+    widths.add(b.feat_idx_BxF.shape[1])
+    rows = b.rows_B[:b.num_real]
+    seen.extend(rows)
+    got = np.einsum('bfd,bf->bd', V[b.feat_idx_BxF], b.feat_val_BxF)[:b.num_real]
+    np.testing.assert_allclose(got, want[rows], rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(b.pos_BxP[:b.num_real], padded.pos_nxP[rows])
+  assert sorted(seen) == list(range(70))
+  assert all(w & (w - 1) == 0 or w == padded.feat_idx_nxF.shape[1] for w in widths)
+  assert min(widths) < padded.feat_idx_nxF.shape[1] / 4  # the short batches are short
+  assert len(list(batching.eval_batches(padded, 16, limit=20))) == 2
+
+
+def test_annotate_keeps_the_input_order():
+  """Batched shortest first, the annotations still come in the input's order,
+  each image's top labels its own (scored here one image at a time)."""
+  import types
+  import ml_collections
+  from wsabie_jax.experiments import annotate
+  ds = _uneven(num_images=40)
+  rng = np.random.default_rng(2)
+  V, W = rng.normal(size=(ds.num_features, 5)), rng.normal(size=(ds.num_labels, 5))
+  config = ml_collections.ConfigDict({'model': {'score': 'dot'},
+                                      'eval': {'batch_size': 8, 'label_chunk': 64}})
+  restored = types.SimpleNamespace(
+      config=config, vocab={'num_features': ds.num_features, 'label_names': ds.label_names},
+      scorer=lambda: (lambda i, v: jnp.einsum('bfd,bf->bd', jnp.asarray(V)[i], v), jnp.asarray(W)))
+  out = list(annotate.annotate(restored, ds, k=3))
+  assert [title for title, _, _ in out] == [str(i) for i in range(40)]
+  for i, (_, top, _) in enumerate(out):
+    lo, hi = ds.feat_indptr[i], ds.feat_indptr[i + 1]
+    scores = W @ (ds.feat_val[lo:hi] @ V[ds.feat_idx[lo:hi]])
+    assert [name for name, _ in top] == [ds.label_names[j] for j in np.argsort(-scores)[:3]]

@@ -40,7 +40,7 @@ def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array | None, padded: Padded
   num_images = 0
   if W_YxD is not None:
     metrics.require_finite(W_YxD, 'label embeddings')
-  for feat_idx, feat_val, pos, real, known in eval_batches(padded, batch_size, limit):
+  for feat_idx, feat_val, pos, real, known, _ in eval_batches(padded, batch_size, limit):
     image = embed_fn(feat_idx, feat_val)
     metrics.require_finite(image, 'image embeddings' if W_YxD is not None else 'label scores')
     if W_YxD is None:

@@ -215,14 +215,30 @@ def prefetch(batches: Iterator[dict], size: int = 2, put=jax.device_put) -> Iter
     worker.join()  # a daemon killed inside a transfer at exit aborts the process
 
 
+class EvalBatch(NamedTuple):
+  feat_idx_BxF: np.ndarray  # F: the batch's longest image, rounded up to a power of two
+  feat_val_BxF: np.ndarray
+  pos_BxP: np.ndarray
+  num_real: int             # rows past it repeat the last image (a fixed B)
+  known_BxE: np.ndarray | None
+  rows_B: np.ndarray        # which images of `padded` the rows are
+
+
 def eval_batches(padded: PaddedImages, batch_size: int, limit: int | None = None):
-  """(feat_idx, feat_val, pos, num_real, known or None) in fixed-size batches,
-  the last padded."""
+  """The first `limit` images (all: None) in fixed-size batches, shortest
+  first: each batch is cut to its longest image's non-zeros (rounded up to a
+  power of two: few shapes, few compilations), so evaluation costs the real
+  non-zeros, not the longest image's. Metrics are sums over images, so the
+  order is free; `rows_B` maps rows back to images (annotation)."""
   n = len(padded.num_pos_n) if limit is None else min(limit, len(padded.num_pos_n))
+  nonzero_nxF = padded.feat_val_nxF[:n] != 0  # past an image's last non-zero value, nothing adds
+  length_n = np.where(nonzero_nxF.any(1), nonzero_nxF.shape[1] - np.argmax(nonzero_nxF[:, ::-1], 1), 0)
+  order = np.argsort(length_n, kind='stable')
   for start in range(0, n, batch_size):
-    rows = np.arange(start, start + batch_size)
+    rows = order[np.minimum(np.arange(start, start + batch_size), n - 1)]
     real = int(min(batch_size, n - start))
-    rows = np.minimum(rows, n - 1)
+    longest = int(length_n[rows].max(initial=1))
+    width = min(padded.feat_idx_nxF.shape[1], 1 << max(longest - 1, 0).bit_length())
     known = None if padded.known_nxE is None else padded.known_nxE[rows]
-    yield (padded.feat_idx_nxF[rows], padded.feat_val_nxF[rows], padded.pos_nxP[rows], real,
-           known)
+    yield EvalBatch(padded.feat_idx_nxF[rows, :width], padded.feat_val_nxF[rows, :width],
+                    padded.pos_nxP[rows], real, known, rows)

@@ -68,16 +68,19 @@ def annotate(restored: Restored, ds: SparseDataset, k: int, titles: list[str] | 
     labels_YxD = jnp.asarray(np.load(words))
     names = json.loads(words.with_suffix('.json').read_text())
   metrics.require_finite(labels_YxD, 'label embeddings')
-  example = 0
-  for feat_idx, feat_val, _, real, _ in batching.eval_batches(batching.pad_images(ds),
-                                                           config.eval.batch_size):
-    image_BxD = embed(feat_idx, feat_val)
+  # Batches come shortest image first (batching.eval_batches): the top k of
+  # every image is kept, then given in the input's order.
+  kk = min(k, len(names))
+  top_nxk, score_nxk = np.zeros((ds.num_images, kk), np.int64), np.zeros((ds.num_images, kk))
+  for b in batching.eval_batches(batching.pad_images(ds), config.eval.batch_size):
+    image_BxD = embed(b.feat_idx_BxF, b.feat_val_BxF)
     metrics.require_finite(image_BxD, 'image embeddings')
     _, top, scores = jax.device_get(metrics.rank_and_top_k(
-        image_BxD, labels_YxD, jnp.full((len(feat_idx), 1), -1),
-        k=min(k, len(names)), score_kind=config.model.score, chunk=config.eval.label_chunk))
-    for row in range(real):
-      yield (titles[example] if titles else str(example),
-             [(names[i], float(s)) for i, s in zip(top[row], scores[row])],
-             [names[i] for i in ds.labels(example)])
-      example += 1
+        image_BxD, labels_YxD, jnp.full((len(b.feat_idx_BxF), 1), -1),
+        k=kk, score_kind=config.model.score, chunk=config.eval.label_chunk))
+    rows = b.rows_B[:b.num_real]
+    top_nxk[rows], score_nxk[rows] = top[:b.num_real], scores[:b.num_real]
+  for example in range(ds.num_images):
+    yield (titles[example] if titles else str(example),
+           [(names[i], float(s)) for i, s in zip(top_nxk[example], score_nxk[example])],
+           [names[i] for i in ds.labels(example)])
