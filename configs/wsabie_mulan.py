@@ -38,7 +38,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model.update(dim=128, max_norm=3.0)
   c.loss.update(violators='all', rank_estimate='violator_count')
   c.optim.update(kind='adagrad', learning_rate=0.01)
-  c.train.update(num_epochs=3 if a['small'] else 100, eval_every_steps=200,
+  c.train.update(num_epochs=3 if a['small'] else 100, eval_every_steps=200, evals_per_budget=30,
                  checkpoint_every_steps=2000, patience=8, eval_subset=2000, select_metric='map')
   return fit(c, read_split(c.data, c.data.train_path))
 

@@ -156,6 +156,22 @@ def test_time_budget_stops_training(tmp_path):
     assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == per_call
 
 
+def test_validations_spread_over_the_time_budget(tmp_path):
+  """evals_per_budget: the interval follows the measured speed, so about that
+  many validations fall in the budget (wide bounds: a timed run), whatever
+  eval_every_steps says; the interval is kept for a resumed run."""
+  c = _tiny_config(max_seconds=4.0, num_epochs=10**5, evals_per_budget=6, eval_every_steps=10**6,
+                   patience=100, steps_per_call=4)
+  metrics = run.train_and_evaluate(c, tmp_path)
+  steps = [json.loads(line)['step'] for line in (tmp_path / 'history.jsonl').read_text().splitlines()]
+  assert metrics['stopped'] == 'max_seconds'
+  # 6 asked; the machine's speed may change after it is measured (other tests
+  # share the cores), hence the bounds. eval_every_steps (10**6) would give 1.
+  assert 2 <= len(steps) <= 15 and metrics['eval_every_steps'] < metrics['steps'], steps
+  c.train.max_seconds = 5.0  # resumed: the same interval, however fast it runs now
+  assert run.train_and_evaluate(c, tmp_path)['eval_every_steps'] == metrics['eval_every_steps']
+
+
 def test_skipgram_resume_gives_identical_state(tmp_path):
   """The tower, its Adam state, the word rows and their accumulators resume exactly."""
   from wsabie_jax.experiments import tables

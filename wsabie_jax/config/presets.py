@@ -79,6 +79,8 @@ def train(**overrides) -> ml_collections.ConfigDict:
       max_seconds=0.0,           # > 0: stop on this wall-clock budget
       log_every_steps=50,
       eval_every_steps=1000,
+      evals_per_budget=0,        # > 0 with max_seconds: validate about this many times in
+                                 # the budget, whatever the speed (training/loop.py)
       eval_subset=2000,          # validation images per evaluation
       patience=4,                # evaluations without improvement before stopping
       checkpoint_every_steps=2000,

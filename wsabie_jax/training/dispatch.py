@@ -107,7 +107,11 @@ class Dispatcher:
     self.calls = batching.prefetch(calls, size=2, put=put)
 
   def place(self, state):
-    return parallel.replicate(state, self.mesh) if self.multi else state
+    """The state on the mesh, committed there as the calls' outputs will be:
+    an uncommitted first state made the second call compile all over again."""
+    if self.multi:
+      return parallel.replicate(state, self.mesh)
+    return jax.device_put(state, self.mesh.devices.flat[0])
 
   def __call__(self, state, step: int):
     first, n, xs, budget = next(self.calls)

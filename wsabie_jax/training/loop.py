@@ -90,6 +90,7 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
   pairs_done = steps * config.train.batch_size
   result.update(steps=steps, best_step=r['best_step'], **{f'valid_{metric}': r['best_metric']},
                 train_seconds=r['train_seconds'],
+                eval_every_steps=r.get('eval_every_steps', config.train.eval_every_steps),
                 train_examples_per_sec=pairs_done / max(r['step_seconds'], 1e-9),
                 stopped=r['stopped'] or 'completed', epochs=pairs_done / method.stream.num_examples)
   summaries.scalars(steps, result, 'test')
@@ -112,6 +113,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
            train.get('steps_per_call', 1), steps.mode)
   state = steps.place(state)
   step, pending = start_step, None
+  every = r.get('eval_every_steps') or train.eval_every_steps
+  prior_step_seconds = clock.step_seconds
   try:
     while step < total_steps and not r['stopped']:
       first = step == start_step
@@ -129,13 +132,22 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       pending = stats
       stop = 'max_seconds' if train.max_seconds and clock.seconds >= train.max_seconds else ''
       last = step == total_steps or stop
-      if _crossed(step, done, train.eval_every_steps) or last:
+      fitted = 0
+      if 'eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0):
+        jax.block_until_ready(state)  # the steps' time, not their dispatch's (a few calls)
+        fitted = _budget_interval(train, step - start_step, clock.step_seconds - prior_step_seconds,
+                                  clock.seconds)
+      if fitted:
+        r['eval_every_steps'] = every = fitted
+        log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
+                 every, train.evals_per_budget, train.max_seconds)
+      if _crossed(step, done, every) or last:
         _check_finite(stats, ckpts, state)  # waits for the steps: their time, for the history
         with clock.excluded():
           if _validate(method, state, recorder, ckpts, clock.step_seconds):
             stop = stop or 'early_stopping'
       if _crossed(step, done, train.checkpoint_every_steps) or last or stop:
-        if not (_crossed(step, done, train.eval_every_steps) or last):  # checked just above
+        if not (_crossed(step, done, every) or last):  # checked just above
           _check_finite(stats, ckpts, state)
         r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds, stopped=stop,
                  data_position=stream.position(step))
@@ -148,6 +160,21 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
     steps.close()
     progress.close()
   return state
+
+
+def _budget_interval(train, steps: int, step_seconds: float, seconds: float) -> int:
+  """With max_seconds and evals_per_budget set, the validation interval in
+  steps that spreads evals_per_budget validations over what is left of the
+  budget (wall-clock: compilation spent already), at the step speed measured
+  once a quarter of an interval's time has run (0 until then: eval_every_steps
+  holds). Patience counts validations, so it scales
+  with the budget too: a 10-second and a 10-minute run both end on their best
+  checkpoint (the last state is always validated). Kept in the checkpoint
+  record, so a resumed run validates where the first would have."""
+  per_eval = max(train.max_seconds - seconds, 0) / train.evals_per_budget
+  if steps <= 0 or step_seconds <= 0 or step_seconds < 0.25 * per_eval:
+    return 0
+  return max(1, round(steps / step_seconds * per_eval))
 
 
 @jax.jit

@@ -140,7 +140,7 @@ def _alive(pid) -> bool:
 # other difference changes shapes or what is being trained.
 MAY_CHANGE = frozenset({
     'train.max_seconds', 'train.num_epochs', 'train.max_steps', 'train.log_every_steps',
-    'train.eval_every_steps', 'train.checkpoint_every_steps', 'train.patience',
+    'train.eval_every_steps', 'train.evals_per_budget', 'train.checkpoint_every_steps', 'train.patience',
     'train.num_devices', 'train.platform', 'train.steps_per_call', 'train.deterministic',
     'eval.batch_size', 'eval.label_chunk', 'loss.label_chunk'})
 
