@@ -13,6 +13,10 @@ config.json, so a run records what it used):
   K = min(Y − 1, MAX_DRAWS)    every violator's rank counted among K draws
   B = the power of two nearest pairs / STEPS_PER_EPOCH, within [16, 1024]
 
+With a time budget (--config.train.max_seconds=60) it validates about 30
+times over the budget whatever the data's speed (train.evals_per_budget),
+patience 8 of them, and tests the best checkpoint.
+
 The constants and the rest (D, C, learning rate, bias feature) were chosen
 on validation splits carved from the training files of a panel of six real
 data sets (Corel5k and five Mulan sets), the test splits untouched; README

@@ -295,6 +295,27 @@ def test_progress_line_is_cleared_before_a_log_record_on_a_terminal():
   assert text.startswith('\r\x1b[Ka record\n\rstep 3/100 ['), repr(text)
 
 
+def test_progress_follows_a_time_budget_that_ends_first():
+  """With max_seconds and a huge step count (num_epochs=10**6), the bar showed
+  'step 1512/27000000 … eta 2591:31'; it follows the budget now."""
+  import io
+  import time
+  from wsabie_jax.training.progress import Progress
+  out = io.StringIO()
+  progress = Progress(10**6, 10, stream=out, every_seconds=0.0, budget_seconds=0.2)
+  progress.update(0)
+  time.sleep(0.05)
+  progress.update(100)
+  progress.close()
+  line = out.getvalue().splitlines()[-1]
+  assert line.startswith('step 100 [') and 'eta 0:00' in line, line
+  steps = io.StringIO()
+  progress = Progress(200, 10, stream=steps, every_seconds=0.0, budget_seconds=1000.0)
+  progress.update(0)
+  progress.update(100)
+  assert steps.getvalue().startswith('step 100/200 [##########.........'), steps.getvalue()
+
+
 def test_a_run_stopped_before_its_first_checkpoint_may_change_its_config(tmp_path):
   """A data error (or a kill while starting) leaves config.json and no checkpoint:
   the fixed config must not be refused as a different run."""

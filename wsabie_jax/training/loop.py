@@ -106,7 +106,9 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   total_steps = train.max_steps or train.num_epochs * math.ceil(stream.num_examples /
                                                                 train.batch_size)
   start_step = int(state.step)
-  progress = Progress(total_steps, train.batch_size)
+  progress = Progress(total_steps, train.batch_size,
+                      budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
+                      if train.max_seconds else 0.0)
   clock = Clock(r['train_seconds'], r['step_seconds'])
   steps = dispatch.Dispatcher(train, method, start_step, total_steps)
   log.info('%s: %d steps a call (%s)', method.mesh.devices.flat[0].platform,

@@ -12,8 +12,12 @@ import time
 class Progress:
 
   def __init__(self, total_steps: int, examples_per_step: int, stream=sys.stderr,
-               every_seconds: float = 10.0, unit: str = 'ex', step_name: str = 'step'):
+               every_seconds: float = 10.0, unit: str = 'ex', step_name: str = 'step',
+               budget_seconds: float = 0.0):
+    """budget_seconds > 0: a time budget (train.max_seconds left) that may end
+    the run before total_steps; the bar and ETA follow whichever ends first."""
     self.total, self.per_step, self.stream = total_steps, examples_per_step, stream
+    self.budget, self.created = budget_seconds, time.perf_counter()
     self.unit, self.step_name = unit, step_name
     self.tty = stream.isatty()
     self.every = 0.2 if self.tty else every_seconds
@@ -34,10 +38,14 @@ class Progress:
     self.last_print = now
     rate = (step - self.first_step) * self.per_step / max(now - self.start, 1e-9)
     frac = step / max(self.total, 1)
-    bar = '#' * int(20 * frac) + '.' * (20 - int(20 * frac))
     eta = (self.total - step) * self.per_step / max(rate, 1e-9)
+    of_total = f'/{self.total}'
+    if self.budget and self.budget - (now - self.created) < eta:  # the clock ends it first
+      eta = max(self.budget - (now - self.created), 0.0)
+      frac, of_total = min((now - self.created) / self.budget, 1.0), ''
+    bar = '#' * int(20 * frac) + '.' * (20 - int(20 * frac))
     extra = ' '.join(f'{k} {v:.4g}' for k, v in scalars.items())
-    line = (f'{self.step_name} {step}/{self.total} [{bar}] {100 * frac:3.0f}% {rate:,.0f} {self.unit}/s '
+    line = (f'{self.step_name} {step}{of_total} [{bar}] {100 * frac:3.0f}% {rate:,.0f} {self.unit}/s '
             f'eta {int(eta) // 60}:{int(eta) % 60:02d} {extra}')
     self.stream.write(('\r' + line + '\x1b[K') if self.tty else line + '\n')
     self.stream.flush()
