@@ -114,7 +114,7 @@ def test_positives_are_never_updated_as_negatives():
   and no negative slot of the step's gradient belongs to a positive."""
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 200)
-  batch = batching.PairStream(ds, batching.pad_images(ds), 64, 0).batch(0)
+  batch = batching.PairStream(ds, 64, 0).batch(0)
   for loss in ('warp', 'auc'):
     cfg = _adaptive_cfg(loss=loss)
     state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
@@ -139,7 +139,7 @@ def test_positives_are_never_updated_as_negatives():
 def test_refresh_happens_on_schedule_and_matches_W():
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 200)
-  stream = batching.PairStream(ds, batching.pad_images(ds), 16, 0)
+  stream = batching.PairStream(ds, 16, 0)
   cfg = _adaptive_cfg(refresh_every_pairs=3 * 16, learning_rate=0.5)  # every 3 steps
   state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
   step = step_lib.make_train_step(cfg)

@@ -175,13 +175,13 @@ def test_split_normalize_and_padding():
 def test_pair_stream_covers_every_pair_each_epoch_and_is_deterministic():
   spec = synthetic.SyntheticSpec(num_labels=30, num_features=100, nnz=8)
   ds = synthetic.generate(spec, 50)
-  stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=7, seed=1)
+  stream = batching.PairStream(ds, batch_size=7, seed=1)
   n = stream.num_examples
   steps = -(-2 * n // 7)
   ids = np.concatenate([stream.order.ids(s) for s in range(steps)])
   np.testing.assert_array_equal(np.sort(ids[:n]), np.arange(n))
   np.testing.assert_array_equal(np.sort(ids[n:2 * n]), np.arange(n))
-  again = batching.PairStream(ds, batching.pad_images(ds), batch_size=7, seed=1)
+  again = batching.PairStream(ds, batch_size=7, seed=1)
   np.testing.assert_array_equal(again.order.ids(steps - 1), stream.order.ids(steps - 1))
   batch = stream.batch(3)
   for b in range(7):

@@ -31,7 +31,7 @@ def test_packed_batches_embed_as_padded_ones(packs):
   batch's image embeddings (the reference: V[idx_BxF] weighted by val_BxF)."""
   ds = _uneven()
   padded = batching.pad_images(ds)
-  stream = batching.PairStream(ds, padded, 16, seed=3, packs=packs)
+  stream = batching.PairStream(ds, 16, seed=3, packs=packs)
   V = jax.random.normal(jax.random.PRNGKey(0), (ds.num_features, 6))
   table = jax.device_put(stream.table())
   for step in range(0, 30, 3):  # several epochs
@@ -70,7 +70,7 @@ def test_budget_is_near_the_mean_not_the_longest_and_grows_by_classes():
 def test_an_oversized_batch_is_packed_whole():
   """A batch of the longest images takes a larger class and loses no non-zero."""
   ds = _uneven()
-  stream = batching.PairStream(ds, batching.pad_images(ds), 8, seed=0)
+  stream = batching.PairStream(ds, 8, seed=0)
   longest = np.argsort(stream.pair_len)[-8:].astype(np.int32)
   budget = stream.budget(longest[None])
   assert budget >= stream.pair_len[longest].sum()

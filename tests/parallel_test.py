@@ -25,8 +25,8 @@ def test_four_devices_match_one(loss, optimizer, sampler):
 def _four_devices_match_one(loss, optimizer, sampler, cpus):
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 400)
-  stream = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0)
-  stream4 = batching.PairStream(ds, batching.pad_images(ds), batch_size=32, seed=0, packs=4)
+  stream = batching.PairStream(ds, batch_size=32, seed=0)
+  stream4 = batching.PairStream(ds, batch_size=32, seed=0, packs=4)
   adaptive = dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
                   rank_scale=0.05, refresh_every_pairs=64)  # a refresh every other step
   cfg = helpers.step_config(60, dim=8, loss=loss, num_draws=20, optimizer=optimizer,

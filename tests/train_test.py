@@ -125,7 +125,7 @@ def test_device_stream_gathers_the_host_batches():
   """The device-resident gather of a step's ids is the host stream's batch."""
   from wsabie_jax.data import batching, synthetic
   ds = synthetic.generate(synthetic.SyntheticSpec(num_labels=30, num_features=100), 300)
-  for stream in (batching.PairStream(ds, batching.pad_images(ds), 32, 0),
+  for stream in (batching.PairStream(ds, 32, 0),
                  batching.ImageStream(ds, batching.pad_images(ds), 32, 0)):
     table = jax.device_put(stream.table())
     for step in (0, 7, 40):  # several epochs

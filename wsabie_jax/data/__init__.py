@@ -137,7 +137,7 @@ def pair_stream(train, batch_size: int, seed: int, packs: int = 1):
   packs: one a device) or of a shard set on disk (padded images)."""
   if isinstance(train, shards.ShardSet):
     return shards.ShardedPairStream(train, batch_size, seed)
-  return batching.PairStream(train, batching.pad_images(train), batch_size, seed, packs)
+  return batching.PairStream(train, batch_size, seed, packs)
 
 
 COREL5K_DIR = pathlib.Path(__file__).parent / 'files' / 'corel5k'

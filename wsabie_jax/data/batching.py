@@ -90,9 +90,11 @@ class PairStream:
   """Batch `step` of the positive pairs, a new permutation every epoch, the
   images' non-zeros packed (data/packing.py) in `packs` packs (one a device)."""
 
-  def __init__(self, ds: SparseDataset, padded: PaddedImages, batch_size: int, seed: int,
-               packs: int = 1):
-    self.padded = padded
+  def __init__(self, ds: SparseDataset, batch_size: int, seed: int, packs: int = 1):
+    p_len = np.diff(ds.label_indptr)
+    self.pos_nxP = _pad(ds.label_indptr, ds.label_idx, max(int(p_len.max(initial=1)), 1),
+                        ds.num_labels, np.int32)
+    self.num_pos_n = p_len.astype(np.int32)
     self.pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr)).astype(np.int32)
     self.pair_label = ds.label_idx.astype(np.int32)
     if len(self.pair_image) == 0:
@@ -127,9 +129,8 @@ class PairStream:
     return self.order.ids(step).astype(np.int32)
 
   def table(self) -> dict:
-    p = self.padded
-    return {'pair_image': self.pair_image, 'pair_label': self.pair_label, 'pos': p.pos_nxP,
-            'num_pos': p.num_pos_n, **self.csr}
+    return {'pair_image': self.pair_image, 'pair_label': self.pair_label, 'pos': self.pos_nxP,
+            'num_pos': self.num_pos_n, **self.csr}
 
   def gather(self, table: dict, pairs_B, budget: int, xp=jax.numpy) -> dict:
     """Batch of the given pairs from `table` (numpy or jax arrays alike), its

@@ -56,7 +56,7 @@ def grid(small: bool, seconds: float, steps_per_call: int) -> list[dict]:
                             eval_subset=100, log_every_steps=10**9)
         train = common.load_splits(config)[0]
         cfg = wsabie_method.step_config(config, train.num_labels)
-        batch = batching.PairStream(train, batching.pad_images(train), B, 0).batch(1)
+        batch = batching.PairStream(train, B, 0).batch(1)
         row = {'Y': Y, 'B': B, 'K': K}
         row['alone'] = B / benchmarking.timed_step(cfg, train.num_features, batch,
                                                    steps=20 if small else 200)

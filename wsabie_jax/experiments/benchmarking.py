@@ -53,7 +53,7 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
   steps are counted. `on_pause(params, pairs, seconds)` runs off the clock
   every `pause_every_seconds` of training (a learning curve against time).
   """
-  stream = batching.PairStream(train, batching.pad_images(train), batch_size, seed)
+  stream = batching.PairStream(train, batch_size, seed)
   steps_per_epoch = stream.num_examples // batch_size
   state = step_lib.init_state(jax.random.PRNGKey(seed), train.num_features, cfg)
   method = types.SimpleNamespace(stream=stream, mesh=parallel.make_mesh(1), local_step=None,

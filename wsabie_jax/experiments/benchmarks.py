@@ -205,8 +205,7 @@ def loop_speed(small: bool = False, steps: int = 0) -> list[dict]:
                         eval_subset=200, log_every_steps=10**6)
     splits = common.load_splits(config)
     cfg = wsabie_method.step_config(config, splits[0].num_labels)
-    stream = batching.PairStream(splits[0], batching.pad_images(splits[0]),
-                                 config.train.batch_size, config.seed)
+    stream = batching.PairStream(splits[0], config.train.batch_size, config.seed)
     alone = benchmarking.timed_step(cfg, splits[0].num_features, stream.batch(1),
                                     steps=20 if small else 300)
     row = {'run': name, 'B': config.train.batch_size, 'K': cfg.loss.num_draws,
