@@ -11,11 +11,16 @@ on the shipped Corel5k. The training file is read once here for its sizes
 config.json, so a run records what it used):
 
   K = min(Y − 1, MAX_DRAWS)    every violator's rank counted among K draws
-  B = the power of two nearest pairs / STEPS_PER_EPOCH, within [16, 1024]
+  Q = ⌈mean positives⌉ + 1     pairs a row: an image is embedded and scored
+                               once for up to Q of its positives, which share
+                               its K draws (train.positives_per_row)
+  B = the power of two nearest rows / STEPS_PER_EPOCH, within [16, 1024]
 
 With a time budget (--config.train.max_seconds=60) it validates about 30
-times over the budget whatever the data's speed (train.evals_per_budget),
-patience 8 of them, and tests the best checkpoint.
+times over the budget whatever the data's speed (train.evals_per_budget), and
+at least every 10 epochs (small sets run tens of epochs a second and overfit
+between validations spread over a minute), patience 8 of them, and tests the
+best checkpoint.
 
 The constants and the rest (D, C, learning rate, bias feature) were chosen
 on validation splits carved from the training files of a panel of six real
@@ -32,7 +37,7 @@ from wsabie_jax.config import parse_arg, presets
 from wsabie_jax.data import corel5k_paths, read_split
 from wsabie_jax.methods import wsabie
 
-STEPS_PER_EPOCH = 25   # B follows the data's size: about this many steps an epoch
+STEPS_PER_EPOCH = 6    # B follows the data's size: about this many steps an epoch
 MAX_DRAWS = 100        # K caps here: a step's cost never grows with Y beyond it
 
 
@@ -43,15 +48,21 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.loss.update(violators='all', rank_estimate='violator_count')
   c.optim.update(kind='adagrad', learning_rate=0.01)
   c.train.update(num_epochs=3 if a['small'] else 100, eval_every_steps=200, evals_per_budget=30,
+                 max_epochs_between_evals=10.0,
                  checkpoint_every_steps=2000, patience=8, eval_subset=2000, select_metric='map')
   return fit(c, read_split(c.data, c.data.train_path))
 
 
 def fit(c: ml_collections.ConfigDict, train, steps_per_epoch: int = STEPS_PER_EPOCH,
-        max_draws: int = MAX_DRAWS) -> ml_collections.ConfigDict:
-  """B and K from the training set's sizes (the module docstring's rules)."""
-  pairs = int(train.label_idx.size * (1 - c.data.validation_fraction))
-  c.train.batch_size = int(np.clip(2 ** round(math.log2(max(pairs / steps_per_epoch, 1))), 16, 1024))
+        max_draws: int = MAX_DRAWS, group_pairs: bool = True) -> ml_collections.ConfigDict:
+  """B, Q and K from the training set's sizes (the module docstring's rules);
+  `group_pairs=False`: a pair a row (Q = 1)."""
+  num_pos = np.diff(train.label_indptr)
+  num_pos = num_pos[num_pos > 0]
+  Q = int(math.ceil(num_pos.mean())) + 1 if num_pos.size and group_pairs else 1
+  c.train.positives_per_row = Q
+  rows = int(np.sum(-(-num_pos // Q)) * (1 - c.data.validation_fraction))
+  c.train.batch_size = int(np.clip(2 ** round(math.log2(max(rows / steps_per_epoch, 1))), 16, 1024))
   c.loss.num_draws = max(1, min(train.num_labels - 1, max_draws))
   return c
 

@@ -29,6 +29,11 @@ Suites:
   panel_search  (by name) panel.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread).
+  tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
+             by matmuls (wsabie/tables.py, model.tables): ms/step on each --panel set
+             with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
+             python launch/benchmark.py --suite=tables --panel=corel5k,DIR/enron,…
+             --panel_config=configs/wsabie_mulan.py
   skipgram_epoch  paper 004 Table 1: seconds per epoch of Fast0Tag, Fixed WV and
              the proposed objective, full vs sampled, at 291 labels / 17,665
              images and 925 labels / 102,709 images (the paper's sizes), then at
@@ -42,8 +47,8 @@ from absl import app, flags, logging
 
 from wsabie_jax.experiments import benchmarks
 
-_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, or all '
-                            '(every suite but accelerator).')
+_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, or all '
+                            '(every suite not marked by name).')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
 _PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suite.')

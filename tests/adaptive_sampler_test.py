@@ -111,12 +111,13 @@ def _adaptive_cfg(**kw):
 
 def test_positives_are_never_updated_as_negatives():
   """Images whose positives are the labels the sampler favours: draws hit them,
-  and no negative slot of the step's gradient belongs to a positive."""
+  and no negative slot of the step's gradient belongs to a positive (the
+  gathered rows' pieces show it per pair: tables='rows')."""
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 200)
   batch = batching.PairStream(ds, 64, 0).batch(0)
   for loss in ('warp', 'auc'):
-    cfg = _adaptive_cfg(loss=loss)
+    cfg = _adaptive_cfg(loss=loss, tables='rows')
     state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
     # Make each image's positives its top-scoring labels: W_y += image for y ∈ P.
     image = np.asarray(step_lib.model.embed_packed(state.params.V_dxD, batch, 64)[0])
@@ -130,8 +131,8 @@ def test_positives_are_never_updated_as_negatives():
     hits = np.asarray(samplers.is_positive(jnp.asarray(negs), jnp.asarray(batch['pos_BxP'])))
     assert hits.mean() > 0.05  # the test is not vacuous
     grads, _ = step_lib.sampled_row_grads(cfg, params, jax.device_put(batch), u, sampler)
-    neg_rows = np.asarray(grads.W_rows_S)[64:].reshape(64, -1)
-    moved = np.abs(np.asarray(grads.W_grads_SxD)[64:]).sum(-1).reshape(64, -1) > 0
+    neg_rows = np.asarray(grads.W.rows_R)[64:].reshape(64, -1)
+    moved = np.abs(np.asarray(grads.W.grads_RxD)[64:]).sum(-1).reshape(64, -1) > 0
     for b in range(64):
       assert not np.isin(neg_rows[b][moved[b]], batch['pos_BxP'][b]).any()
 

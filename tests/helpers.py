@@ -1,7 +1,7 @@
 """Test shorthands: a WSABIE StepConfig from flat keyword arguments."""
 from wsabie_jax.wsabie import step as step_lib
 
-_MODEL = {'dim', 'max_norm', 'score', 'matmul_precision', 'init_std'}
+_MODEL = {'dim', 'max_norm', 'score', 'matmul_precision', 'init_std', 'tables'}
 
 
 def step_config(num_labels: int, *, loss: str = 'warp', optimizer: str = 'sgd',

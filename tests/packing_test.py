@@ -36,7 +36,7 @@ def test_packed_batches_embed_as_padded_ones(packs):
   table = jax.device_put(stream.table())
   for step in range(0, 30, 3):  # several epochs
     ids = stream.ids(step)
-    img = stream.pair_image[ids]
+    img = stream.row_image[ids]
     want = np.einsum('bfd,bf->bd', np.asarray(V)[padded.feat_idx_nxF[img]], padded.feat_val_nxF[img])
     host = stream.batch(step)
     assert host['feat_idx_SxN'].shape[0] == packs
@@ -71,11 +71,11 @@ def test_an_oversized_batch_is_packed_whole():
   """A batch of the longest images takes a larger class and loses no non-zero."""
   ds = _uneven()
   stream = batching.PairStream(ds, 8, seed=0)
-  longest = np.argsort(stream.pair_len)[-8:].astype(np.int32)
+  longest = np.argsort(stream.row_len)[-8:].astype(np.int32)
   budget = stream.budget(longest[None])
-  assert budget >= stream.pair_len[longest].sum()
+  assert budget >= stream.row_len[longest].sum()
   b = stream.gather(stream.table(), longest, budget, np)
-  assert np.count_nonzero(b['feat_val_SxN']) == stream.pair_len[longest].sum()
+  assert np.count_nonzero(b['feat_val_SxN']) == stream.row_len[longest].sum()
 
 
 def test_padded_batches_convert_without_copying_values():

@@ -30,11 +30,13 @@ def test_panel_entries(tmp_path):
 
 
 def test_data_agnostic_config_follows_the_data(tmp_path):
-  """K = min(Y − 1, 100), B the power of two nearest pairs/25 within [16, 1024]."""
+  """K = min(Y − 1, 100), Q = ⌈mean positives⌉ + 1, B the power of two
+  nearest rows/6 within [16, 1024]."""
   config = config_lib.load(f'configs/wsabie_mulan.py:{_mulan_folder(tmp_path)}')
-  train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, ~15.5k pairs (90%: ~13.9k)
+  train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, 3.5 positives an image, at most 5
   assert config.loss.num_draws == 100
-  assert config.train.batch_size == 512  # 13.9k / 25 = 557 → 512
+  assert config.train.positives_per_row == 5  # a row an image
+  assert config.train.batch_size == 512  # 90% of 4,500 rows / 6 = 675 → 512
   module = config_lib.load_module('configs/wsabie_mulan.py')
   few = module.fit(config, train, steps_per_epoch=10_000, max_draws=1000)
   assert (few.train.batch_size, few.loss.num_draws) == (16, 373)

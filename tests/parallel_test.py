@@ -12,17 +12,20 @@ from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.data import batching, synthetic
 
 
-@pytest.mark.parametrize('loss,optimizer,sampler', [
-    ('warp', 'adagrad', 'uniform'), ('warp', 'sgd', 'uniform'), ('auc', 'sgd', 'uniform'),
-    ('warp', 'adagrad', 'adaptive'), ('auc', 'sgd', 'adaptive')])
-def test_four_devices_match_one(loss, optimizer, sampler):
+@pytest.mark.parametrize('loss,optimizer,sampler,tables', [
+    ('warp', 'adagrad', 'uniform', 'auto'), ('warp', 'adagrad', 'uniform', 'rows'),
+    ('warp', 'sgd', 'uniform', 'whole'), ('auc', 'sgd', 'uniform', 'auto'),
+    ('warp', 'adagrad', 'adaptive', 'auto'), ('auc', 'sgd', 'adaptive', 'rows')])
+def test_four_devices_match_one(loss, optimizer, sampler, tables):
+  """Gathered rows are all-gathered, tables read whole (wsabie/tables.py) summed;
+  'auto' reads the labels whole here (Y 60 ≤ 8·(K+1))."""
   cpus = jax.devices('cpu')
   assert len(cpus) >= 4, 'tests/conftest.py forces 4 CPU devices'
   with jax.default_device(cpus[0]):
-    _four_devices_match_one(loss, optimizer, sampler, cpus)
+    _four_devices_match_one(loss, optimizer, sampler, tables, cpus)
 
 
-def _four_devices_match_one(loss, optimizer, sampler, cpus):
+def _four_devices_match_one(loss, optimizer, sampler, tables, cpus):
   spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
   ds = synthetic.generate(spec, 400)
   stream = batching.PairStream(ds, batch_size=32, seed=0)
@@ -30,7 +33,7 @@ def _four_devices_match_one(loss, optimizer, sampler, cpus):
   adaptive = dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
                   rank_scale=0.05, refresh_every_pairs=64)  # a refresh every other step
   cfg = helpers.step_config(60, dim=8, loss=loss, num_draws=20, optimizer=optimizer,
-                            learning_rate=0.2, **(adaptive if sampler == 'adaptive' else {}))
+                            learning_rate=0.2, tables=tables, **(adaptive if sampler == 'adaptive' else {}))
   init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
   one, step1 = init(), step_lib.make_train_step(cfg)
   mesh = parallel.make_mesh(4, cpus)

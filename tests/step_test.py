@@ -100,15 +100,22 @@ def _reference_update(cfg, state, batch):
   return new
 
 
-@pytest.mark.parametrize('score,optimizer,violators,estimate', [
-    ('dot', 'sgd', 'first', 'first_violator'), ('neg_sq_euclidean', 'sgd', 'first', 'first_violator'),
-    ('neg_euclidean', 'sgd', 'first', 'first_violator'), ('neg_euclidean', 'adagrad', 'all', 'violator_count'),
-    ('dot', 'adagrad', 'first', 'first_violator'), ('dot', 'sgd', 'all', 'violator_count'),
-    ('dot', 'adagrad', 'all', 'first_violator')])
-def test_step_matches_slow_reference(score, optimizer, violators, estimate):
+@pytest.mark.parametrize('score,optimizer,violators,estimate,tables', [
+    ('dot', 'sgd', 'first', 'first_violator', 'rows'),
+    ('dot', 'sgd', 'first', 'first_violator', 'whole'),
+    ('neg_sq_euclidean', 'sgd', 'first', 'first_violator', 'rows'),
+    ('neg_euclidean', 'sgd', 'first', 'first_violator', 'rows'),
+    ('neg_euclidean', 'adagrad', 'all', 'violator_count', 'rows'),
+    ('dot', 'adagrad', 'first', 'first_violator', 'rows'),
+    ('dot', 'adagrad', 'first', 'first_violator', 'whole'),
+    ('dot', 'sgd', 'all', 'violator_count', 'whole'),
+    ('dot', 'adagrad', 'all', 'first_violator', 'rows'),
+    ('dot', 'adagrad', 'all', 'first_violator', 'whole')])
+def test_step_matches_slow_reference(score, optimizer, violators, estimate, tables):
+  """Both ways of reading the tables (gathered rows; whole, wsabie/tables.py)."""
   cfg = helpers.step_config(Y, dim=D, num_draws=K, score=score, optimizer=optimizer,
                             learning_rate=0.3, max_norm=0.8, violators=violators,
-                            rank_estimate=estimate)
+                            rank_estimate=estimate, tables=tables)
   state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg)
   # Larger initial rows (still in the ball, as training keeps them) so that
   # some pairs find a violator and some do not.

@@ -74,7 +74,7 @@ def _final_state(method: str, config, workdir):
 
 
 @pytest.mark.parametrize('method,spec', [
-    ('wsabie', 'wsabie_synthetic:small'), ('wsabie', 'adaptive'),
+    ('wsabie', 'wsabie_synthetic:small'), ('wsabie', 'adaptive'), ('wsabie', 'rows_of_3'),
     ('skipgram', 'skipgram_synthetic:proposed,small'), ('parts', 'parts_synthetic:shared,iw,small')])
 def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   """steps_per_call = 5 (a device-resident stream, lax.scan, calls cut at the
@@ -89,7 +89,11 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
       pytest.skip(str(e))
 
   def config(steps, per_call):
-    c = _adaptive(_tiny_config()) if spec == 'adaptive' else tables.load(spec)
+    if spec == 'rows_of_3':  # rows of an image and 3 of its pairs, labels read whole
+      c = _tiny_config(positives_per_row=3)
+      c.model.tables = 'whole'
+    else:
+      c = _adaptive(_tiny_config()) if spec == 'adaptive' else tables.load(spec)
     c.train.update(max_steps=steps, eval_every_steps=7, checkpoint_every_steps=1000,
                    patience=100, steps_per_call=per_call, eval_subset=50, deterministic=True)
     if method == 'skipgram':
@@ -125,7 +129,7 @@ def test_device_stream_gathers_the_host_batches():
   """The device-resident gather of a step's ids is the host stream's batch."""
   from wsabie_jax.data import batching, synthetic
   ds = synthetic.generate(synthetic.SyntheticSpec(num_labels=30, num_features=100), 300)
-  for stream in (batching.PairStream(ds, 32, 0),
+  for stream in (batching.PairStream(ds, 32, 0), batching.PairStream(ds, 32, 0, positives_per_row=3),
                  batching.ImageStream(ds, batching.pad_images(ds), 32, 0)):
     table = jax.device_put(stream.table())
     for step in (0, 7, 40):  # several epochs
@@ -170,6 +174,19 @@ def test_validations_spread_over_the_time_budget(tmp_path):
   assert 2 <= len(steps) <= 15 and metrics['eval_every_steps'] < metrics['steps'], steps
   c.train.max_seconds = 5.0  # resumed: the same interval, however fast it runs now
   assert run.train_and_evaluate(c, tmp_path)['eval_every_steps'] == metrics['eval_every_steps']
+
+
+def test_validations_at_least_every_few_epochs(tmp_path):
+  """max_epochs_between_evals caps the validation interval (eval_every_steps
+  asks for none in 100 steps; one every half epoch is given)."""
+  c = _tiny_config(max_steps=100, eval_every_steps=10**6, patience=100, steps_per_call=4,
+                   max_epochs_between_evals=0.5)
+  run.train_and_evaluate(c, tmp_path)
+  from wsabie_jax.methods import common
+  cap = -(-common.load_splits(c)[0].label_idx.size // (2 * 16))  # ⌈half an epoch / 16⌉
+  steps = [json.loads(line)['step'] for line in (tmp_path / 'history.jsonl').read_text().splitlines()]
+  assert 20 < cap < 50 and steps == [cap, 2 * cap, 3 * cap, 100][:len(steps)], (cap, steps)
+  assert len(steps) == 100 // cap + 1
 
 
 def test_skipgram_resume_gives_identical_state(tmp_path):

@@ -73,7 +73,10 @@ def tfds_data(name: str, data_dir: str, manual_dir: str = '') -> ml_collections.
 
 def train(**overrides) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict(dict(
-      batch_size=256,
+      batch_size=256,            # rows a step (WSABIE: pairs, or images: positives_per_row)
+      positives_per_row=1,       # WSABIE: a row holds one image and up to this many of its
+                                 # positive pairs, embedded and scored once for all of them
+                                 # (data/batching.PairStream); 1: a pair a row
       num_epochs=15,
       max_steps=0,               # > 0 overrides num_epochs
       max_seconds=0.0,           # > 0: stop on this wall-clock budget
@@ -81,6 +84,7 @@ def train(**overrides) -> ml_collections.ConfigDict:
       eval_every_steps=1000,
       evals_per_budget=0,        # > 0 with max_seconds: validate about this many times in
                                  # the budget, whatever the speed (training/loop.py)
+      max_epochs_between_evals=0.0,  # > 0: validate at least every this many epochs
       eval_subset=2000,          # validation images per evaluation
       patience=4,                # evaluations without improvement before stopping
       checkpoint_every_steps=2000,

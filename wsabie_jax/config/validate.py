@@ -9,8 +9,8 @@ import ml_collections
 from wsabie_jax.config import presets
 from wsabie_jax.config.schema import check_ranges, check_type
 
-TRAIN_RANGES = dict(batch_size='>=1', num_epochs='>=0', max_steps='>=0', max_seconds='>=0',
-                    log_every_steps='>=1', eval_every_steps='>=1', evals_per_budget='>=0', eval_subset='>=0',
+TRAIN_RANGES = dict(batch_size='>=1', positives_per_row='>=1', num_epochs='>=0', max_steps='>=0', max_seconds='>=0',
+                    log_every_steps='>=1', eval_every_steps='>=1', evals_per_budget='>=0', max_epochs_between_evals='>=0', eval_subset='>=0',
                     patience='>=1', checkpoint_every_steps='>=1', num_devices='>=0',
                     steps_per_call='>=1', probe_pairs='>=0')
 EVAL_RANGES = dict(f1_k='>=1', batch_size='>=1', label_chunk='>=1')

@@ -11,6 +11,8 @@ and projects the same value, so the final scatter-set writes it consistently.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -55,17 +57,55 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
     grads_RxD = grads_RxD + l2 * table_NxD[rows_R]
   if dense is None:
     dense = rows_R.shape[0] >= num_rows
-  if optimizer == 'adagrad':
-    acc_N = acc_N.at[rows_R].add(jnp.mean(jnp.square(grads_RxD), axis=-1))
+  sq_R = jnp.mean(jnp.square(grads_RxD), axis=-1)
   if dense:
     grad_NxD = jax.ops.segment_sum(grads_RxD, rows_R, num_segments=num_rows)
-    scale_N = 1.0 / (jnp.sqrt(acc_N) + eps) if optimizer == 'adagrad' else jnp.ones((num_rows,))
-    stepped_NxD = table_NxD - (learning_rate * scale_N)[:, None] * grad_NxD
-    touched_N = jnp.zeros((num_rows,), bool).at[rows_R].set(True)
-    return jnp.where(touched_N[:, None], model.project_rows(stepped_NxD, max_norm), table_NxD), acc_N
+    return update_dense(table_NxD, acc_N, DenseGrad(
+        grad_NxD, jnp.zeros((num_rows,)).at[rows_R].add(sq_R),
+        jnp.zeros((num_rows,), bool).at[rows_R].set(True)),
+        learning_rate=learning_rate, optimizer=optimizer, max_norm=max_norm, eps=eps)
+  if optimizer == 'adagrad':
+    acc_N = acc_N.at[rows_R].add(sq_R)
   step_RxD = learning_rate * grads_RxD
   if optimizer == 'adagrad':
     step_RxD = step_RxD / (jnp.sqrt(acc_N[rows_R]) + eps)[:, None]
   table_NxD = table_NxD.at[rows_R].add(-step_RxD)
   projected_RxD = model.project_rows(table_NxD[rows_R], max_norm)
   return table_NxD.at[rows_R].set(projected_RxD), acc_N
+
+
+class RowPieces(NamedTuple):
+  """A table's gradient as the pieces of the rows a step touched (rows repeat)."""
+  rows_R: jax.Array
+  grads_RxD: jax.Array
+
+
+class DenseGrad(NamedTuple):
+  """A table's gradient summed per row, for steps that form it by matmul
+  (wsabie/dense.py): what `update_rows` needs of the pieces, without them."""
+  grad_NxD: jax.Array   # Σ of the pieces of each row
+  sq_N: jax.Array       # Σ over the pieces of each one's mean squared gradient (Adagrad)
+  touched_N: jax.Array  # bool: the rows a piece named (only these are stepped and projected)
+
+
+def update_dense(table_NxD: jax.Array, acc_N: jax.Array, grad: DenseGrad, *,
+                 learning_rate: float, optimizer: str, max_norm: float, eps: float = 1e-10):
+  """`update_rows` from per-row sums: the same update (the accumulator grows by
+  each piece's mean square, then every row steps by its summed gradient)."""
+  if optimizer == 'adagrad':
+    acc_N = acc_N + grad.sq_N
+  scale_N = 1.0 / (jnp.sqrt(acc_N) + eps) if optimizer == 'adagrad' else jnp.ones_like(grad.sq_N)
+  stepped_NxD = table_NxD - (learning_rate * scale_N)[:, None] * grad.grad_NxD
+  return (jnp.where(grad.touched_N[:, None], model.project_rows(stepped_NxD, max_norm), table_NxD),
+          acc_N)
+
+
+def apply(table_NxD: jax.Array, acc_N: jax.Array, grad: RowPieces | DenseGrad, *,
+          l2: float = 0.0, **opt):
+  """`update_rows` or `update_dense`, whichever form the gradient came in
+  (l2 acts on pieces: a DenseGrad has none to add it to)."""
+  if isinstance(grad, DenseGrad):
+    if l2:
+      raise ValueError('l2 needs the gradient as row pieces, not summed per row')
+    return update_dense(table_NxD, acc_N, grad, **opt)
+  return update_rows(table_NxD, acc_N, grad.rows_R, grad.grads_RxD, l2=l2, **opt)

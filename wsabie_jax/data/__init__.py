@@ -132,12 +132,16 @@ def hold_out(train, valid, test, fraction: float, seed: int):
   return seen_only(train), seen_only(valid), dataclasses.replace(test, num_seen_labels=num_seen)
 
 
-def pair_stream(train, batch_size: int, seed: int, packs: int = 1):
+def pair_stream(train, batch_size: int, seed: int, packs: int = 1, positives_per_row: int = 1):
   """The training pairs of an in-memory data set (non-zeros packed in `packs`
-  packs: one a device) or of a shard set on disk (padded images)."""
+  packs: one a device; up to `positives_per_row` of an image's pairs a row)
+  or of a shard set on disk (padded images, one pair a row)."""
   if isinstance(train, shards.ShardSet):
+    if positives_per_row != 1:
+      raise ValueError(f'train.positives_per_row={positives_per_row}: a shard set on disk '
+                       'streams one pair a row; set it to 1')
     return shards.ShardedPairStream(train, batch_size, seed)
-  return batching.PairStream(train, batch_size, seed, packs)
+  return batching.PairStream(train, batch_size, seed, packs, positives_per_row)
 
 
 COREL5K_DIR = pathlib.Path(__file__).parent / 'files' / 'corel5k'

@@ -88,57 +88,86 @@ class EpochOrder:
 
 class PairStream:
   """Batch `step` of the positive pairs, a new permutation every epoch, the
-  images' non-zeros packed (data/packing.py) in `packs` packs (one a device)."""
+  images' non-zeros packed (data/packing.py) in `packs` packs (one a device).
 
-  def __init__(self, ds: SparseDataset, batch_size: int, seed: int, packs: int = 1):
+  A row holds one image and up to Q = `positives_per_row` of its positives
+  (an image with more takes ⌈n/Q⌉ rows): Q = 1 gives rows of one pair each
+  (label_B, weight_B); Q > 1 gives label_BxQ and weight_BxQ (0 for padding),
+  and a step embeds and scores each row's image once for its Q pairs
+  (wsabie/step.py). Either way an epoch visits every pair once.
+  """
+
+  def __init__(self, ds: SparseDataset, batch_size: int, seed: int, packs: int = 1,
+               positives_per_row: int = 1):
     p_len = np.diff(ds.label_indptr)
+    if positives_per_row < 1:
+      raise ValueError(f'positives_per_row is {positives_per_row}: it must be at least 1')
     self.pos_nxP = _pad(ds.label_indptr, ds.label_idx, max(int(p_len.max(initial=1)), 1),
                         ds.num_labels, np.int32)
     self.num_pos_n = p_len.astype(np.int32)
-    self.pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr)).astype(np.int32)
-    self.pair_label = ds.label_idx.astype(np.int32)
-    if len(self.pair_image) == 0:
+    Q = self.positives_per_row = positives_per_row
+    rows_n = -(-p_len // Q)  # ⌈n/Q⌉ rows an image
+    self.row_image = np.repeat(np.arange(ds.num_images), rows_n).astype(np.int32)
+    if len(self.row_image) == 0:
       raise ValueError('the training set has no positive pairs')
+    # Row r holds positives first_r … first_r + num_r − 1 of its image; padding
+    # repeats the first (a real label id; weight 0).
+    chunk_r = np.arange(len(self.row_image)) - np.repeat(np.cumsum(rows_n) - rows_n, rows_n)
+    first_r = ds.label_indptr[self.row_image] + Q * chunk_r
+    self.row_num = np.minimum(Q, ds.label_indptr[self.row_image + 1] - first_r).astype(np.int32)
+    offsets_RxQ = np.where(np.arange(Q)[None] < self.row_num[:, None], np.arange(Q)[None], 0)
+    self.row_label_RxQ = ds.label_idx[first_r[:, None] + offsets_RxQ].astype(np.int32)
+    self.num_pairs = int(self.row_num.sum())
     if batch_size % packs:
       raise ValueError(f'batch size {batch_size} is not a multiple of {packs} devices')
     self.batch_size, self.pack_size = batch_size, batch_size // packs
     self.csr = packing.csr_table(ds.feat_indptr, ds.feat_idx, ds.feat_val)
-    self.pair_len = self.csr['feat_len'][self.pair_image]
-    self.base_budget = packing.base_budget(self.pair_len, self.pack_size, seed)
-    self.order = EpochOrder(len(self.pair_image), batch_size, seed)
+    self.row_len = self.csr['feat_len'][self.row_image]
+    self.base_budget = packing.base_budget(self.row_len, self.pack_size, seed)
+    self.order = EpochOrder(len(self.row_image), batch_size, seed)
     self.position = self.order.position
 
   @property
   def num_examples(self) -> int:
-    return len(self.pair_image)
+    """Rows an epoch (the pairs when Q = 1)."""
+    return len(self.row_image)
+
+  @property
+  def pairs_per_row(self) -> float:
+    return self.num_pairs / len(self.row_image)
 
   def batch(self, step: int) -> dict:
     ids = self.ids(step)
     return self.gather(self.table(), ids, self.budget(ids[None]), np)
 
   def budget(self, ids_xB: np.ndarray) -> int:
-    """Slots a pack gets for these batches' pair ids: the base budget, or the
+    """Slots a pack gets for these batches' row ids: the base budget, or the
     next class up where one of them holds more (packing.budget_class)."""
     return packing.budget_class(self.base_budget,
-                                packing.needed(self.pair_len, ids_xB, self.pack_size))
+                                packing.needed(self.row_len, ids_xB, self.pack_size))
 
   # Device-resident form (training/loop.py, train.steps_per_call > 1): the
   # arrays go to the device once; a step's batch is gathered there from its ids.
   def ids(self, step: int) -> np.ndarray:
-    """The pair ids of batch `step` (the epoch's permutation, as `batch`)."""
+    """The row ids of batch `step` (the epoch's permutation, as `batch`)."""
     return self.order.ids(step).astype(np.int32)
 
   def table(self) -> dict:
-    return {'pair_image': self.pair_image, 'pair_label': self.pair_label, 'pos': self.pos_nxP,
-            'num_pos': self.num_pos_n, **self.csr}
+    return {'row_image': self.row_image, 'row_label': self.row_label_RxQ,
+            'row_num': self.row_num, 'pos': self.pos_nxP, 'num_pos': self.num_pos_n, **self.csr}
 
-  def gather(self, table: dict, pairs_B, budget: int, xp=jax.numpy) -> dict:
-    """Batch of the given pairs from `table` (numpy or jax arrays alike), its
+  def gather(self, table: dict, rows_B, budget: int, xp=jax.numpy) -> dict:
+    """Batch of the given rows from `table` (numpy or jax arrays alike), its
     images packed in `budget` slots a pack."""
-    img = table['pair_image'][pairs_B]
-    return {**packing.pack(table, img, self.pack_size, budget, xp),
-            'label_B': table['pair_label'][pairs_B], 'pos_BxP': table['pos'][img],
-            'num_pos_B': table['num_pos'][img], 'weight_B': xp.ones(pairs_B.shape[0], xp.float32)}
+    img = table['row_image'][rows_B]
+    out = {**packing.pack(table, img, self.pack_size, budget, xp),
+           'pos_BxP': table['pos'][img], 'num_pos_B': table['num_pos'][img]}
+    if self.positives_per_row == 1:
+      return {**out, 'label_B': table['row_label'][rows_B][:, 0],
+              'weight_B': xp.ones(rows_B.shape[0], xp.float32)}
+    Q = self.positives_per_row
+    return {**out, 'label_BxQ': table['row_label'][rows_B],
+            'weight_BxQ': (xp.arange(Q)[None] < table['row_num'][rows_B][:, None]).astype(xp.float32)}
 
 
 class ImageStream:

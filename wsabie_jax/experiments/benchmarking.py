@@ -45,16 +45,19 @@ def timed_step(cfg: step_lib.StepConfig, num_features: int, batch: dict,
 
 def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
                budget_seconds: float, seed: int = 0, steps_per_call: int = 16,
-               on_pause: Callable | None = None, pause_every_seconds: float = 0.0):
+               on_pause: Callable | None = None, pause_every_seconds: float = 0.0,
+               positives_per_row: int = 1):
   """WARP until the budget is spent, fed as the training loop feeds it
-  (training/dispatch.py): (params, per-epoch [pairs, seconds]).
+  (training/dispatch.py): (params, per-epoch [pairs, seconds]); a batch is
+  `batch_size` rows of up to `positives_per_row` pairs (data/batching.PairStream).
 
   As in the loop, the first call's time (compilation) is left out and its
   steps are counted. `on_pause(params, pairs, seconds)` runs off the clock
   every `pause_every_seconds` of training (a learning curve against time).
   """
-  stream = batching.PairStream(train, batch_size, seed)
+  stream = batching.PairStream(train, batch_size, seed, positives_per_row=positives_per_row)
   steps_per_epoch = stream.num_examples // batch_size
+  pairs_a_step = batch_size * stream.pairs_per_row
   state = step_lib.init_state(jax.random.PRNGKey(seed), train.num_features, cfg)
   method = types.SimpleNamespace(stream=stream, mesh=parallel.make_mesh(1), local_step=None,
                                  pure_step=lambda s, b: step_lib.train_step(cfg, s, b))
@@ -75,12 +78,12 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
       if on_pause is not None and spent + time.perf_counter() - t >= next_pause > 0:
         jax.block_until_ready(state)
         paused = time.perf_counter()
-        on_pause(state.params, step * batch_size, spent + paused - t)
+        on_pause(state.params, step * pairs_a_step, spent + paused - t)
         t += time.perf_counter() - paused
         next_pause += pause_every_seconds
     jax.block_until_ready(state)
     seconds = time.perf_counter() - t
-    epochs.append([(step - start) * batch_size, seconds])
+    epochs.append([(step - start) * pairs_a_step, seconds])
     spent += seconds
   steps.close()
   return state.params, epochs

@@ -22,7 +22,7 @@ from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
-EXTRA_SUITES = ('accelerator', 'panel', 'panel_search')  # by name only: long, and they need LightFM
+EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables')  # by name only: long, LightFM or data
 
 
 def step_cost(small: bool):
@@ -172,6 +172,10 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'panel' in suites:
     from wsabie_jax.experiments import panel as panel_lib
     result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config)
+  if 'tables' in suites:
+    from wsabie_jax.experiments import whole_tables
+    result['tables'] = {'data': whole_tables.on_data(panel, panel_config),
+                        'grid': whole_tables.grid(small)}
   if 'panel_search' in suites:
     from wsabie_jax.experiments import panel as panel_lib
     result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds)

@@ -44,7 +44,8 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
   splits = common.load_splits(config)
   train = splits[0]
   cfg = step_config(config, train.num_labels)
-  stream = data_lib.pair_stream(train, config.train.batch_size, config.seed, mesh.devices.size)
+  stream = data_lib.pair_stream(train, config.train.batch_size, config.seed, mesh.devices.size,
+                                config.train.get('positives_per_row', 1))
   probe = None
   if config.train.get('probe_pairs', 0):  # fixed training pairs, for paper 003 Fig. 1
     probe = data_lib.pair_stream(train, config.train.probe_pairs, config.seed + 1).batch(0)

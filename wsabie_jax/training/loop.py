@@ -87,12 +87,13 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
     ckpts.close()
   r = recorder.record
   steps = int(jax.device_get(state.step))
-  pairs_done = steps * config.train.batch_size
+  rows_done = steps * config.train.batch_size
+  pairs_done = rows_done * getattr(method.stream, 'pairs_per_row', 1.0)  # Q > 1: rows hold pairs
   result.update(steps=steps, best_step=r['best_step'], **{f'valid_{metric}': r['best_metric']},
                 train_seconds=r['train_seconds'],
                 eval_every_steps=r.get('eval_every_steps', config.train.eval_every_steps),
                 train_examples_per_sec=pairs_done / max(r['step_seconds'], 1e-9),
-                stopped=r['stopped'] or 'completed', epochs=pairs_done / method.stream.num_examples)
+                stopped=r['stopped'] or 'completed', epochs=rows_done / method.stream.num_examples)
   summaries.scalars(steps, result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
   if jax.process_index() == 0:
@@ -106,8 +107,9 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   total_steps = train.max_steps or train.num_epochs * math.ceil(stream.num_examples /
                                                                 train.batch_size)
   start_step = int(state.step)
-  progress = Progress(total_steps, train.batch_size,
-                      budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
+  pairs_per_row = getattr(stream, 'pairs_per_row', 1.0)  # rows of Q pairs (PairStream)
+  progress = Progress(total_steps, train.batch_size * pairs_per_row,
+                      unit='pairs' if pairs_per_row != 1.0 else 'ex', budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
                       if train.max_seconds else 0.0)
   clock = Clock(r['train_seconds'], r['step_seconds'])
   steps = dispatch.Dispatcher(train, method, start_step, total_steps)
@@ -115,7 +117,12 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
            train.get('steps_per_call', 1), steps.mode)
   state = steps.place(state)
   step, pending = start_step, None
+  # A fast run on a small set can overfit between budget-spread validations
+  # (enron: 27 epochs a second); max_epochs_between_evals caps the interval.
+  epochs_cap = train.get('max_epochs_between_evals', 0.0)
+  cap = max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap else 0
   every = r.get('eval_every_steps') or train.eval_every_steps
+  every = min(every, cap) if cap else every
   prior_step_seconds = clock.step_seconds
   try:
     while step < total_steps and not r['stopped']:
@@ -140,7 +147,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         fitted = _budget_interval(train, step - start_step, clock.step_seconds - prior_step_seconds,
                                   clock.seconds)
       if fitted:
-        r['eval_every_steps'] = every = fitted
+        r['eval_every_steps'] = every = min(fitted, cap) if cap else fitted
         log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
                  every, train.evals_per_budget, train.max_seconds)
       if _crossed(step, done, every) or last:

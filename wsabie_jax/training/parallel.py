@@ -13,8 +13,11 @@ slice of the global batch (`shard_batch`).
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from wsabie_jax.core import row_optim
 
 
 AXIS = 'data'
@@ -65,6 +68,16 @@ def shard_batch(batch, mesh: Mesh, axis: int = 0):
     return jax.make_array_from_process_local_data(sharding, np.take(v, rows, axis))
 
   return jax.tree.map(local, batch)
+
+
+def combine(grad):
+  """One device's gradient for a table (inside shard_map) made every replica's:
+  row pieces all-gathered (each replica applies all of them), per-row sums of
+  a table read whole (wsabie/tables.py) summed."""
+  if isinstance(grad, row_optim.DenseGrad):
+    return row_optim.DenseGrad(jax.lax.psum(grad.grad_NxD, AXIS), jax.lax.psum(grad.sq_N, AXIS),
+                               jax.lax.psum(grad.touched_N.astype(jnp.int32), AXIS) > 0)
+  return jax.tree.map(lambda g: jax.lax.all_gather(g, AXIS, tiled=True), grad)
 
 
 def make_sharded_step(local_step, mesh: Mesh):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax.core import model, samplers
+from wsabie_jax.core import samplers
 from wsabie_jax.wsabie import adaptive_sampler, warp
 from wsabie_jax.wsabie.settings import StepConfig
 
@@ -77,11 +77,9 @@ def choose_objective(cfg: StepConfig):
   return draw, every_violator if cfg.loss.violators == 'all' else first_violator
 
 
-def pair_loss(cfg: StepConfig, image_D, W_pos_D, W_neg_JxD, weight_J) -> jax.Array:
+def pairwise_loss(cfg: StepConfig, pos, neg_J, weight_J) -> jax.Array:
   """Σ_j w_j·|margin − f_y(x) + f_ȳj(x)|₊ for one pair: eq. (9) with its weights;
   or Σ_j w_j·log(1 + e^(f_ȳj − f_y)) (`loss.pairwise='logistic'`, paper 003's Opt-AUC)."""
-  pos = model.score_one(image_D, W_pos_D[None], cfg.model.score)[0]
-  neg_J = model.score_one(image_D, W_neg_JxD, cfg.model.score)
   if cfg.loss.pairwise == 'logistic':
     return jnp.sum(weight_J * jax.nn.softplus(neg_J - pos))
   return jnp.sum(weight_J * warp.hinge(pos, neg_J, cfg.loss.margin))

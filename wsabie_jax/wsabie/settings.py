@@ -11,6 +11,7 @@ from wsabie_jax.wsabie import warp
 LOSSES = ('warp', 'auc', 'exact')
 PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
+TABLES = ('auto', 'rows', 'whole', 'labels', 'features')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,9 +23,14 @@ class ModelConfig:
   # violator test against the margin is exact; 'tensorfloat32' / 'bfloat16' trade it for speed.
   matmul_precision: str = 'float32'
   init_std: float = 0.0         # rows ~ N(0, init_std²) before projection; 0: 1/√d (paper 000)
+  # How the step reads the tables (wsabie/tables.py): 'rows' gathers the touched rows
+  # (the cost model); 'whole' reads both by matmuls ('labels' / 'features': that one);
+  # 'auto' reads a table whole where that is faster (small tables).
+  tables: str = 'auto'
 
   def __post_init__(self):
-    check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS})
+    check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,
+                         'tables': TABLES})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0')  # init_std 0: 1/√d
 
 

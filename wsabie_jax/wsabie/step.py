@@ -1,13 +1,14 @@
 """TrainState and the jitted, donated WSABIE training step.
 
-A batch holds B positive pairs (x, y) with static shapes:
+A batch holds B rows, each an image and Q of its positive pairs (x, y), with
+static shapes:
   feat_idx_SxN, feat_val_SxN, the images' non-zeros packed in S packs of N
   feat_row_SxN                slots (data/packing.py; padded images,
                               feat_idx_BxF and feat_val_BxF, are taken too);
-  label_B                     the positive y of this pair;
+  label_BxQ                   the row's positives y (label_B when Q = 1);
+  weight_BxQ                  1 for real pairs, 0 for padding (weight_B);
   pos_BxP, num_pos_B          all of the image's positives, sorted, padded with Y
-                              (negatives must avoid every one of them);
-  weight_B                    1 for real pairs, 0 for padding.
+                              (negatives must avoid every one of them).
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.data import packing
 from wsabie_jax.training import parallel
-from wsabie_jax.wsabie import exact_rank
-from wsabie_jax.wsabie.objective import choose_objective, pair_loss
+from wsabie_jax.wsabie import exact_rank, tables
+from wsabie_jax.wsabie.objective import choose_objective, pairwise_loss
 # The settings, importable from here too (step.StepConfig, step.LossConfig, …).
 from wsabie_jax.wsabie.settings import (LOSSES, SAMPLERS, LossConfig, ModelConfig,  # noqa: F401
                                         OptimConfig, StepConfig)
@@ -52,11 +53,11 @@ def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState
 
 
 class RowGrads(NamedTuple):
-  """Gradients with respect to the rows a batch touched (docs/DESIGN.md §1)."""
-  V_rows_R: jax.Array
-  V_grads_RxD: jax.Array
-  W_rows_S: jax.Array
-  W_grads_SxD: jax.Array
+  """The step's gradient for each table: the touched rows' pieces (the cost
+  model, docs/DESIGN.md §1) or, for a table read whole, its per-row sums
+  (wsabie/tables.py)."""
+  V: row_optim.RowPieces | row_optim.DenseGrad
+  W: row_optim.RowPieces | row_optim.DenseGrad
 
 
 def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.Array:
@@ -66,74 +67,111 @@ def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.
   return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
 
 
+def by_row(batch: dict) -> dict:
+  """The batch with each row's positives as label_BxQ and weight_BxQ (a batch
+  of pairs, label_B and weight_B, is Q = 1): data/batching.PairStream."""
+  if 'label_BxQ' in batch:
+    return batch
+  out = {k: v for k, v in batch.items() if k not in ('label_B', 'weight_B')}
+  return {**out, 'label_BxQ': batch['label_B'][:, None], 'weight_BxQ': batch['weight_B'][:, None]}
+
+
+def draws_loss(cfg: StepConfig, weight_BxQxJ: jax.Array, every_draw: bool):
+  """Eq. (9) summed over the batch's pairs, as a function of the positives'
+  scores (B×Q) and the negatives' (B×M): M = K draws shared by a row's Q
+  pairs, each weighed by every pair (`every_draw`), or the Q·J picked ones."""
+  B, Q, J = weight_BxQxJ.shape
+  per_pair = jax.vmap(jax.vmap(functools.partial(pairwise_loss, cfg)))
+
+  def loss(pos_BxQ, neg_BxM):
+    neg_BxQxJ = (jnp.broadcast_to(neg_BxM[:, None], (B, Q, J)) if every_draw
+                 else neg_BxM.reshape(B, Q, J))
+    return jnp.sum(per_pair(pos_BxQ, neg_BxQxJ, weight_BxQxJ))
+
+  return loss
+
+
 def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK: jax.Array,
                       sampler: adaptive_sampler.SamplerState | None = None):
-  """WARP (Alg. 1 with K parallel draws) or AUC on gathered rows: (RowGrads, stats).
+  """WARP (Alg. 1 with K parallel draws) or AUC: (RowGrads, stats).
 
-  The rows a batch touches are gathered here; the per-pair objective — which
-  draws count and with what weight, then the weighted hinge — is written for
-  one pair and vmapped; the gradients come back for the gathered rows only.
-  `u_BxK` are the draws' uniforms (`draw_uniforms`).
+  Row b holds an image and Q of its positive pairs (`by_row`); the image is
+  embedded once and its K draws are shared by its Q pairs: each pair's draws
+  are still i.i.d. uniform over the image's negatives, as Alg. 1's are.
+  The rows a batch touches are gathered here (or a small table read whole:
+  tables.choose); which draws count for a pair and with what weight is
+  written for one pair and vmapped. `u_BxK` are the draws' uniforms
+  (`draw_uniforms`).
   """
   V, W = params
+  batch = by_row(batch)
+  label_BxQ, weight_BxQ = batch['label_BxQ'], batch['weight_BxQ']
+  B, Q = label_BxQ.shape
+  whole = tables.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
   draw_negatives, weigh = choose_objective(cfg)
-  W_pos_BxD = W[batch['label_B']]
-  image_BxD, row_N = model.embed_packed(V, batch, batch['label_B'].shape[0])
+  image_BxD, V_grads_of = tables.embed(V, batch, B, whole.features)
   neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
-  W_neg_BxKxD = W[neg_BxK]
-  pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], cfg.model.score)[:, 0]
-  neg_scores_BxK = model.score(image_BxD, W_neg_BxKxD, cfg.model.score)
+  K = neg_BxK.shape[1]
+  if whole.labels:
+    pos_BxQ, neg_scores_BxK = tables.scores(W, image_BxD, label_BxQ, neg_BxK)
+  else:
+    W_pos_BxQxD, W_neg_BxKxD = W[label_BxQ], W[neg_BxK]
+    pos_BxQ = model.score(image_BxD, W_pos_BxQxD, cfg.model.score)
+    neg_scores_BxK = model.score(image_BxD, W_neg_BxKxD, cfg.model.score)
   if cfg.loss.sampler == 'adaptive' and cfg.loss.kind == 'warp':
     proposal_BxK = adaptive_sampler.proposal_prob(sampler, image_BxD, neg_BxK, cfg.loss.rank_scale)
   else:
     proposal_BxK = jnp.zeros(neg_BxK.shape)  # unused: uniform draws need no importance weights
   num_negatives_B = cfg.num_labels - batch['num_pos_B']
-  pick_BxJ, weight_BxJ, (found_B, trials_B) = jax.vmap(functools.partial(weigh, cfg))(
-      pos_score_B, neg_scores_BxK, num_negatives_B, valid_BxK, proposal_BxK)
-  weight_BxJ = weight_BxJ * batch['weight_B'][:, None]
-  if pick_BxJ.shape[1] == neg_BxK.shape[1]:  # every draw weighed: the rows are gathered already
-    neg_ids_BxJ, W_neg_BxJxD = neg_BxK, W_neg_BxKxD
+  weigh_row = jax.vmap(functools.partial(weigh, cfg), in_axes=(0, None, None, None, None))
+  pick_BxQxJ, weight_BxQxJ, (found_BxQ, trials_BxQ) = jax.vmap(weigh_row)(
+      pos_BxQ, neg_scores_BxK, num_negatives_B, valid_BxK, proposal_BxK)
+  weight_BxQxJ = weight_BxQxJ * weight_BxQ[..., None]
+  every_draw = pick_BxQxJ.shape[2] == K  # every draw weighed, in draw order
+  pick_BxM = pick_BxQxJ.reshape(B, -1)
+  neg_ids_BxM = neg_BxK if every_draw else jnp.take_along_axis(neg_BxK, pick_BxM, 1)
+  loss_of = draws_loss(cfg, weight_BxQxJ, every_draw)
+  if whole.labels:
+    loss, g_image_BxD, W_grads = tables.label_grads(
+        W, image_BxD, label_BxQ, neg_ids_BxM, loss_of, pos_BxQ,
+        neg_scores_BxK if every_draw else jnp.take_along_axis(neg_scores_BxK, pick_BxM, 1))
   else:
-    neg_ids_BxJ = jnp.take_along_axis(neg_BxK, pick_BxJ, 1)
-    W_neg_BxJxD = W[neg_ids_BxJ]
+    W_neg_BxMxD = W_neg_BxKxD if every_draw else W[neg_ids_BxM]  # gathered already, or the picks
 
-  def loss_fn(image_BxD, W_pos_BxD, W_neg_BxJxD):  # eq. (9), summed over pairs
-    return jnp.sum(jax.vmap(functools.partial(pair_loss, cfg))(
-        image_BxD, W_pos_BxD, W_neg_BxJxD, weight_BxJ))
+    def loss_fn(image_BxD, W_pos_BxQxD, W_neg_BxMxD):
+      return loss_of(model.score(image_BxD, W_pos_BxQxD, cfg.model.score),
+                     model.score(image_BxD, W_neg_BxMxD, cfg.model.score))
 
-  loss, (g_image_BxD, gW_pos, gW_neg) = jax.value_and_grad(loss_fn, (0, 1, 2))(
-      image_BxD, W_pos_BxD, W_neg_BxJxD)
-  gV_NxD = feature_row_grads(batch, row_N, g_image_BxD)
-  real_B = batch['weight_B'] > 0
-  stats = {'loss': loss, 'pairs': jnp.sum(real_B),
+    loss, (g_image_BxD, gW_pos, gW_neg) = jax.value_and_grad(loss_fn, (0, 1, 2))(
+        image_BxD, W_pos_BxQxD, W_neg_BxMxD)
+    D = W.shape[1]
+    W_grads = row_optim.RowPieces(jnp.concatenate([label_BxQ.reshape(-1), neg_ids_BxM.reshape(-1)]),
+                                  jnp.concatenate([gW_pos.reshape(-1, D), gW_neg.reshape(-1, D)]))
+  real_BxQ = weight_BxQ > 0
+  stats = {'loss': loss, 'pairs': jnp.sum(real_BxQ),
            # the rows read were finite (a NaN or inf row makes the scores reading it so)
-           'nonfinite': jnp.sum(~jnp.isfinite(pos_score_B)) + jnp.sum(~jnp.isfinite(neg_scores_BxK)),
-           'violator_found': jnp.sum(found_B & real_B),
-           'draws_to_violator': jnp.sum(jnp.where(found_B & real_B, trials_B, 0))}
-  grads = RowGrads(batch['feat_idx_SxN'].reshape(-1), gV_NxD,
-                   jnp.concatenate([batch['label_B'], neg_ids_BxJ.reshape(-1)]),
-                   jnp.concatenate([gW_pos, gW_neg.reshape(-1, W.shape[1])]))
-  return grads, stats
-
-
-def feature_row_grads(batch: dict, row_N: jax.Array, g_image_BxD: jax.Array) -> jax.Array:
-  """image = Σ_f x_f V_f, so a feature row's gradient is its value times its
-  image's: formed here, it fuses into the optimiser's reads (no N×D buffer)."""
-  return batch['feat_val_SxN'].reshape(-1, 1) * g_image_BxD[row_N]
+           'nonfinite': jnp.sum(~jnp.isfinite(pos_BxQ)) + jnp.sum(~jnp.isfinite(neg_scores_BxK)),
+           'violator_found': jnp.sum(found_BxQ & real_BxQ),
+           'draws_to_violator': jnp.sum(jnp.where(found_BxQ & real_BxQ, trials_BxQ, 0))}
+  return RowGrads(V_grads_of(g_image_BxD), W_grads), stats
 
 
 def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
   """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)
-  time, O(B·C) memory in chunks of C = loss.label_chunk labels (exact_rank.py)."""
+  time, O(B·C) memory in chunks of C = loss.label_chunk labels (exact_rank.py).
+  A row's Q pairs are scored as Q rows of one pair."""
   V, W = params
-  image_BxD, row_N = model.embed_packed(V, batch, batch['label_B'].shape[0])
-  loss, g_image_BxD, gW = exact_rank.row_grads(
-      image_BxD, W, batch['label_B'], batch['pos_BxP'], batch['weight_B'],
-      score=cfg.model.score, rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin,
-      chunk=min(cfg.loss.label_chunk, cfg.num_labels))
-  grads = RowGrads(batch['feat_idx_SxN'].reshape(-1), feature_row_grads(batch, row_N, g_image_BxD),
-                   jnp.arange(cfg.num_labels), gW)
-  return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0),
+  batch = by_row(batch)
+  B, Q = batch['label_BxQ'].shape
+  image_BxD, V_grads_of = tables.embed(V, batch, B, whole=False)
+  per_pair = lambda x: jnp.repeat(x, Q, axis=0)
+  loss, g_image_PxD, gW = exact_rank.row_grads(
+      per_pair(image_BxD), W, batch['label_BxQ'].reshape(-1), per_pair(batch['pos_BxP']),
+      batch['weight_BxQ'].reshape(-1), score=cfg.model.score, rank_weights=cfg.loss.rank_weights,
+      margin=cfg.loss.margin, chunk=min(cfg.loss.label_chunk, cfg.num_labels))
+  g_image_BxD = g_image_PxD.reshape(B, Q, -1).sum(1)
+  grads = RowGrads(V_grads_of(g_image_BxD), row_optim.RowPieces(jnp.arange(cfg.num_labels), gW))
+  return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_BxQ'] > 0),
                  'nonfinite': jnp.sum(~jnp.isfinite(image_BxD))}
 
 
@@ -142,10 +180,8 @@ def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
   """The optimiser step on the touched rows only, then their projection."""
   opt = dict(learning_rate=cfg.optim.learning_rate, optimizer=cfg.optim.kind,
              max_norm=cfg.model.max_norm, l2=cfg.optim.l2)
-  V, acc_V = row_optim.update_rows(state.params.V_dxD, state.acc_V_d, grads.V_rows_R,
-                                   grads.V_grads_RxD, **opt)
-  W, acc_W = row_optim.update_rows(state.params.W_YxD, state.acc_W_Y, grads.W_rows_S,
-                                   grads.W_grads_SxD, **opt)
+  V, acc_V = row_optim.apply(state.params.V_dxD, state.acc_V_d, grads.V, **opt)
+  W, acc_W = row_optim.apply(state.params.W_YxD, state.acc_W_Y, grads.W, **opt)
   return TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key, sampler)
 
 
@@ -166,11 +202,11 @@ def train_step(cfg: StepConfig, state: TrainState, batch: dict):
 
 def _train_step(cfg: StepConfig, state: TrainState, batch: dict):
   """One SGD step; touches only the batch's feature rows and label rows."""
-  batch = packing.from_padded(batch)
+  batch = by_row(packing.from_padded(batch))
   if cfg.loss.kind == 'exact':
     grads, stats = exact_row_grads(cfg, state.params, batch)
     return apply_row_grads(cfg, state, grads), stats
-  sampler = current_sampler(cfg, state, batch['label_B'].shape[0])
+  sampler = current_sampler(cfg, state, batch['label_BxQ'].size)
   u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), batch['num_pos_B'])
   grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)
   return apply_row_grads(cfg, state, grads, sampler), stats
@@ -195,15 +231,15 @@ def local_train_step(cfg: StepConfig):
 
   @precision.with_precision(cfg.model.matmul_precision)
   def local_step(state: TrainState, batch: dict):
-    batch = packing.from_padded(batch)
-    rows = batch['label_B'].shape[0]
+    batch = by_row(packing.from_padded(batch))
+    rows = batch['label_BxQ'].shape[0]
     # The global batch's draws (their uniforms), then this device's rows of them.
     num_pos_B = jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True)
     u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
     u_bxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
-    sampler = current_sampler(cfg, state, num_pos_B.shape[0])
+    sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch['label_BxQ'].shape[1])
     grads, stats = sampled_row_grads(cfg, state.params, batch, u_bxK, sampler)
-    grads = jax.tree.map(lambda g: jax.lax.all_gather(g, axis, tiled=True), grads)
+    grads = RowGrads(*(parallel.combine(g) for g in grads))
     stats = jax.tree.map(lambda s: jax.lax.psum(s, axis), stats)
     return apply_row_grads(cfg, state, grads, sampler), stats
 

@@ -1,0 +1,105 @@
+"""The `tables` suite (launch/benchmark.py --suite=tables): the WSABIE step with
+its tables read by gathered rows against read whole by matmuls (wsabie/tables.py),
+on the panel's real data and on a synthetic grid around 'auto''s rule.
+
+Times are of the step alone, `STEPS` steps a dispatch as the training loop
+runs them (a scan over real batches of the data), after compilation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import numpy as np
+
+from wsabie_jax.data import batching, load_splits, synthetic
+from wsabie_jax.experiments import panel
+from wsabie_jax.wsabie import step as step_lib
+from wsabie_jax.wsabie import tables
+
+STEPS = 16  # a call's steps, scanned
+
+
+def seconds_per_step(cfg: step_lib.StepConfig, stream, num_features: int,
+                     seconds: float = 1.5) -> float:
+  """The step on the stream's first STEPS batches, repeated for `seconds`."""
+  batches = jax.device_put(jax.tree.map(lambda *x: np.stack(x),
+                                        *[stream.batch(s) for s in range(STEPS)]))
+  call = jax.jit(lambda state, b: jax.lax.scan(
+      lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
+  state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  for _ in range(2):
+    state, _ = call(state, batches)
+  jax.block_until_ready(state)
+  calls, start = 0, time.perf_counter()
+  while time.perf_counter() - start < seconds:
+    state, _ = call(state, batches)
+    calls += 1
+  jax.block_until_ready(state)
+  return (time.perf_counter() - start) / (calls * STEPS)
+
+
+def _reading(cfg: step_lib.StepConfig, kind: str) -> step_lib.StepConfig:
+  return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, tables=kind))
+
+
+def on_data(specs, config_path: str = 'configs/wsabie_mulan.py', seconds: float = 1.5) -> list[dict]:
+  """Each panel set with its config's B, Q and K: ms/step with rows, with what
+  'auto' picks, and with both tables whole."""
+  rows = []
+  for spec in specs:
+    name, data = panel.data_config(spec)
+    cfg, B, config = panel.ours_settings(config_path, data, load_splits(data)[0])
+    train = load_splits(config.data)[0]  # with the config's normalisation and bias feature
+    Q = config.train.positives_per_row
+    stream = batching.PairStream(train, B, 0, positives_per_row=Q)
+    slots = stream.batch(0)['feat_idx_SxN'].size
+    auto = tables.choose(cfg, B, slots, train.num_features)
+    ms = {k: 1e3 * seconds_per_step(_reading(cfg, kind), stream, train.num_features, seconds)
+          for k, kind in (('rows', 'rows'), ('auto', 'auto'), ('both', 'whole'))}
+    pairs = B * stream.pairs_per_row
+    rows.append({'set': name, 'Y': train.num_labels, 'd': train.num_features, 'B': B, 'Q': Q,
+                 'K': cfg.loss.num_draws, 'slots': slots, 'auto': auto._asdict(),
+                 **{f'ms_{k}': v for k, v in ms.items()},
+                 **{f'pairs_per_sec_{k}': pairs / v * 1e3 for k, v in ms.items()}})
+  print('\nWSABIE step: gathered rows vs tables read whole (ms/step, scanned; D from the config)')
+  print(f'{"set":<12} {"Y":>5} {"d":>5} {"B":>5} {"Q":>3} {"K":>4} {"auto reads whole":<17} '
+        f'{"rows":>7} {"auto":>7} {"both":>7} {"rows÷auto":>9} {"pairs/s auto":>12}')
+  for r in rows:
+    picked = '+'.join(k for k, v in r['auto'].items() if v) or '-'
+    print(f'{r["set"]:<12} {r["Y"]:>5} {r["d"]:>5} {r["B"]:>5} {r["Q"]:>3} {r["K"]:>4} {picked:<17} '
+          f'{r["ms_rows"]:>7.2f} {r["ms_auto"]:>7.2f} {r["ms_both"]:>7.2f} '
+          f'{r["ms_rows"] / r["ms_auto"]:>9.2f} {r["pairs_per_sec_auto"]:>12,.0f}')
+  return rows
+
+
+def grid(small: bool = False, seconds: float = 1.5) -> list[dict]:
+  """Synthetic data around the rule: one table read whole at a time (D 128)."""
+  B, D = (64, 16) if small else (512, 128)
+  base = step_lib.StepConfig(0, model=step_lib.ModelConfig(dim=D, max_norm=3.0),
+                             loss=step_lib.LossConfig(violators='all', rank_estimate='violator_count'),
+                             optim=step_lib.OptimConfig(learning_rate=0.01))
+  cases = ([('labels', Y, K, 300, 10) for K in (10, 100) for Y in (50, 100, 300, 1000, 3000, 10_000)]
+           + [('features', 20, 5, d, nnz) for nnz in (10, 100) for d in (100, 300, 1000, 3000, 10_000)])
+  if small:
+    cases = cases[:2] + cases[-2:]
+  rows = []
+  for side, Y, K, d, nnz in cases:
+    cfg = dataclasses.replace(base, num_labels=Y, loss=dataclasses.replace(base.loss, num_draws=min(K, Y - 1)))
+    stream = batching.PairStream(
+        synthetic.generate(synthetic.SyntheticSpec(num_labels=Y, num_features=d, nnz=nnz), 4 * B), B, 0)
+    slots = stream.batch(0)['feat_idx_SxN'].size
+    rows_ms, whole_ms = (1e3 * seconds_per_step(_reading(cfg, kind), stream, d, seconds)
+                         for kind in ('rows', side))
+    rows.append({'side': side, 'Y': Y, 'K': cfg.loss.num_draws, 'd': d, 'nnz': nnz, 'B': B,
+                 'ms_rows': rows_ms, 'ms_whole': whole_ms,
+                 'auto_whole': getattr(tables.choose(cfg, B, slots, d), side)})
+  print(f'\nOne table read whole vs gathered rows, synthetic (B {B}, D {D}; ms/step)')
+  print(f'{"side":<9} {"Y":>6} {"K":>4} {"d":>6} {"nnz":>4} {"rows":>7} {"whole":>7} '
+        f'{"rows÷whole":>10} {"auto":>6}')
+  for r in rows:
+    print(f'{r["side"]:<9} {r["Y"]:>6} {r["K"]:>4} {r["d"]:>6} {r["nnz"]:>4} {r["ms_rows"]:>7.2f} '
+          f'{r["ms_whole"]:>7.2f} {r["ms_rows"] / r["ms_whole"]:>10.2f} '
+          f'{"whole" if r["auto_whole"] else "rows":>6}')
+  return rows

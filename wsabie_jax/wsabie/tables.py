@@ -1,0 +1,106 @@
+"""How a WSABIE step reads and updates its two tables: by the rows it touches,
+or whole by matmuls where the tables are small enough that a batch covers them.
+
+The cost model (docs/DESIGN.md §1) gathers the rows a step uses — B·(K+1)
+label rows, the batch's N feature non-zeros — and scatters their gradients
+back: O(B·(K + nnz)·D) whatever the tables' sizes. On small tables those rows
+are every row many times over (Corel5k: B·K = 51,200 draws of 374 labels;
+enron: 12,000 non-zeros of 1,001 visual words), and moving B·K·D floats
+through gathers and scatters costs more than one B×Y×D matmul. There a table
+is read and updated whole:
+
+  labels    S = images·Wᵀ (B×Y) gives the positive's and the K draws' scores
+            (the same draws, violators and weights as the gathered step);
+            the loss's slope per score, scattered into C (B×Y), gives
+            ∂/∂images = C·W and ∂/∂W = Cᵀ·images;
+  features  X (B×d) from the packed non-zeros gives images = X·V and
+            ∂/∂V = Xᵀ·∂/∂images.
+
+It is the same update (row_optim.update_dense keeps each piece's Adagrad
+term and steps and projects only the rows the batch named), up to float
+summation order. With dot scores and no l2 only: each piece's gradient is then
+a slope times a row, so its Adagrad term is a product too.
+`model.tables` chooses: 'rows', 'whole' (both), 'labels', 'features', or
+'auto' (`choose`).
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from wsabie_jax.core import model, row_optim
+from wsabie_jax.wsabie.settings import StepConfig
+
+# 'auto' reads a table whole where that measured faster on 2 CPU cores (D 128,
+# `launch/benchmark.py --suite=tables`): the labels when Y ≤ 8·(K+1) (Corel5k,
+# Y 374, K 100: 3.7× faster; at Y 80, K 10 0.84×, the worst seen inside the
+# rule), the features when B·d ≤ 20·N non-zeros (tmc2007-500, B·d = 19·N: 2.3×;
+# at 10·N 1.0–3×, at 30·N 0.75–1.9×). Gathered rows cost ~1–2 ns a float once
+# B·K·D outgrows the caches; a matmul's multiply-add ~0.01–0.03 ns.
+LABELS_PER_DRAW = 8
+FEATURES_PER_NONZERO = 20
+
+
+class Whole(NamedTuple):
+  labels: bool    # W by one B×Y matmul
+  features: bool  # V by one B×d matmul
+
+
+def choose(cfg: StepConfig, batch_size: int, num_slots: int, num_features: int) -> Whole:
+  """Which tables this step reads whole (static: from shapes and settings)."""
+  kind = cfg.model.tables
+  if kind == 'rows' or cfg.model.score != 'dot' or cfg.optim.l2 or cfg.loss.kind == 'exact':
+    return Whole(False, False)
+  if kind != 'auto':  # 'whole', 'labels' or 'features'
+    return Whole(kind in ('whole', 'labels'), kind in ('whole', 'features'))
+  # B·(K+1) label pieces gathered vs three B×Y products (scores, C·W, Cᵀ·images);
+  # N feature pieces vs two B×d products (X·V, Xᵀ·∂/∂images).
+  return Whole(cfg.num_labels <= LABELS_PER_DRAW * (cfg.draws_per_pair + 1),
+               batch_size * num_features <= FEATURES_PER_NONZERO * num_slots)
+
+
+def embed(V_dxD: jax.Array, batch: dict, batch_size: int,
+          whole: bool) -> tuple[jax.Array, Callable[[jax.Array], object]]:
+  """(images_BxD, grads_of): grads_of(∂/∂images_BxD) is V's update input —
+  the N non-zeros' pieces (row_optim.RowPieces) or V whole (DenseGrad)."""
+  idx_N = batch['feat_idx_SxN'].reshape(-1)
+  val_N = batch['feat_val_SxN'].reshape(-1)
+  if not whole:
+    image_BxD, row_N = model.embed_packed(V_dxD, batch, batch_size)
+    # image = Σ_f x_f V_f: a row's piece is its value times its image's gradient,
+    # formed here so it fuses into the optimiser's reads (no N×D buffer).
+    return image_BxD, lambda g_BxD: row_optim.RowPieces(idx_N, val_N[:, None] * g_BxD[row_N])
+  row_N = model.packed_rows(batch, batch_size)
+  num_features = V_dxD.shape[0]
+  X_Bxd = jnp.zeros((batch_size, num_features)).at[row_N, idx_N].add(val_N)
+
+  def grads_of(g_BxD):
+    sq_B = jnp.mean(jnp.square(g_BxD), -1)  # piece (b, f): x_f²·mean(∂/∂image_b²)
+    return row_optim.DenseGrad(
+        X_Bxd.T @ g_BxD, jnp.zeros((num_features,)).at[idx_N].add(jnp.square(val_N) * sq_B[row_N]),
+        jnp.zeros((num_features,), bool).at[idx_N].set(True))
+
+  return X_Bxd @ V_dxD, grads_of
+
+
+def scores(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array, neg_BxK: jax.Array):
+  """(the positives' scores B×Q, the draws' scores B×K), read off S = images·Wᵀ."""
+  S_BxY = image_BxD @ W_YxD.T
+  return jnp.take_along_axis(S_BxY, label_BxQ, 1), jnp.take_along_axis(S_BxY, neg_BxK, 1)
+
+
+def label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array,
+                neg_BxM: jax.Array, loss_of: Callable, pos_BxQ: jax.Array, neg_scores_BxM: jax.Array):
+  """(loss, ∂/∂images_BxD, W's DenseGrad) of loss_of(positives' scores,
+  negatives' scores) (step.draws_loss: eq. (9)'s weighted terms), by matmul."""
+  loss, (slope_BxQ, slope_BxM) = jax.value_and_grad(loss_of, (0, 1))(pos_BxQ, neg_scores_BxM)
+  B, Y = label_BxQ.shape[0], W_YxD.shape[0]
+  row_Bx1 = jnp.arange(B)[:, None]
+  C_BxY = jnp.zeros((B, Y)).at[row_Bx1, label_BxQ].add(slope_BxQ).at[row_Bx1, neg_BxM].add(slope_BxM)
+  sq_Bx1 = jnp.mean(jnp.square(image_BxD), -1, keepdims=True)  # piece (b, y): slope²·mean(image_b²)
+  sq_Y = (jnp.zeros((Y,)).at[label_BxQ].add(jnp.square(slope_BxQ) * sq_Bx1)
+          .at[neg_BxM].add(jnp.square(slope_BxM) * sq_Bx1))
+  touched_Y = jnp.zeros((Y,), bool).at[label_BxQ].set(True).at[neg_BxM].set(True)
+  return loss, C_BxY @ W_YxD, row_optim.DenseGrad(C_BxY.T @ image_BxD, sq_Y, touched_Y)
