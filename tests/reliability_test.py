@@ -70,8 +70,8 @@ def test_unknown_override_key_is_one_line_listing_the_valid_ones(tmp_path):
   assert out.stderr.strip().splitlines() == [
       "error: --config.train.bogus: config.train has no field 'bogus'; valid: batch_size, "
       'checkpoint_every_steps, deterministic, eval_every_steps, eval_subset, evals_per_budget, log_every_steps, '
-      'max_seconds, max_steps, num_devices, num_epochs, patience, platform, probe_pairs, '
-      'select_metric, steps_per_call']
+      'max_epochs_between_evals, max_seconds, max_steps, num_devices, num_epochs, patience, platform, '
+      'positives_per_row, probe_pairs, select_metric, steps_per_call']
   assert not (tmp_path / 'run').exists()
 
 
