@@ -109,7 +109,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   start_step = int(state.step)
   pairs_per_row = getattr(stream, 'pairs_per_row', 1.0)  # rows of Q pairs (PairStream)
   progress = Progress(total_steps, train.batch_size * pairs_per_row,
-                      unit='pairs' if pairs_per_row != 1.0 else 'ex', budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
+                      unit='pairs' if pairs_per_row != 1.0 else 'ex',
+                      budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
                       if train.max_seconds else 0.0)
   clock = Clock(r['train_seconds'], r['step_seconds'])
   steps = dispatch.Dispatcher(train, method, start_step, total_steps)
@@ -120,9 +121,9 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   # A fast run on a small set can overfit between budget-spread validations
   # (enron: 27 epochs a second); max_epochs_between_evals caps the interval.
   epochs_cap = train.get('max_epochs_between_evals', 0.0)
-  cap = max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap else 0
-  every = r.get('eval_every_steps') or train.eval_every_steps
-  every = min(every, cap) if cap else every
+  cap = (max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap
+         else math.inf)
+  every = min(r.get('eval_every_steps') or train.eval_every_steps, cap)
   prior_step_seconds = clock.step_seconds
   try:
     while step < total_steps and not r['stopped']:
@@ -147,7 +148,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         fitted = _budget_interval(train, step - start_step, clock.step_seconds - prior_step_seconds,
                                   clock.seconds)
       if fitted:
-        r['eval_every_steps'] = every = min(fitted, cap) if cap else fitted
+        r['eval_every_steps'] = every = min(fitted, cap)
         log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
                  every, train.evals_per_budget, train.max_seconds)
       if _crossed(step, done, every) or last:
