@@ -177,3 +177,36 @@ def test_uniform_negatives_avoid_positives_and_are_uniform():
     assert np.isin(neg[b], allowed).all()
     counts = np.bincount(neg[b], minlength=Yn)[allowed]
     assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_skip_positives_gives_the_u_th_non_positive():
+  """Against the slow reference: list the non-positives, take the u-th."""
+  rng = np.random.default_rng(3)
+  B, P, Yn = 40, 6, 25
+  pos = np.full((B, P), Yn, np.int32)
+  num_pos = rng.integers(0, P + 1, B)
+  for b in range(B):
+    pos[b, :num_pos[b]] = np.sort(rng.choice(Yn, num_pos[b], replace=False))
+  u = np.stack([rng.integers(0, Yn - num_pos[b], 30) for b in range(B)]).astype(np.int32)
+  got = np.asarray(samplers.skip_positives(jnp.asarray(u), jnp.asarray(pos), Yn))
+  for b in range(B):
+    allowed = np.setdiff1d(np.arange(Yn), pos[b, :num_pos[b]])
+    np.testing.assert_array_equal(got[b], allowed[u[b]])
+
+
+def test_words_below_a_span_are_the_exact_multiply_high():
+  """below(w, s) = ⌊w·s / 2³²⌋, checked in 64-bit numpy; the words and floats are uniform."""
+  rng = np.random.default_rng(4)
+  w = rng.integers(0, 2**32, 20000, dtype=np.uint64)
+  s = np.concatenate([rng.integers(1, 2**31, 19996, dtype=np.uint64),
+                      np.array([1, 2, 2**31 - 1, 10**7], np.uint64)])
+  got = np.asarray(samplers.below(jnp.asarray(w.astype(np.uint32)), jnp.asarray(s.astype(np.uint32))))
+  np.testing.assert_array_equal(got.astype(np.uint64), (w * s) >> np.uint64(32))
+  words = samplers.random_words(jax.random.PRNGKey(0), (50000,))
+  np.testing.assert_array_equal(words, samplers.random_words(jax.random.PRNGKey(0), (50000,)))
+  assert not np.array_equal(words, samplers.random_words(jax.random.PRNGKey(1), (50000,)))
+  counts = np.bincount(np.asarray(samplers.below(words, 10)), minlength=10)
+  assert stats.chisquare(counts).pvalue > 1e-4
+  floats = np.asarray(samplers.unit_floats(words))
+  assert floats.min() >= 0 and floats.max() < 1
+  assert stats.kstest(floats, 'uniform').pvalue > 1e-4

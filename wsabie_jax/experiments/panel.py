@@ -258,4 +258,12 @@ ROUND_3 = [
     {'knobs': {'steps_per_epoch': 12}},
     {'knobs': {'steps_per_epoch': 6}},
 ]
-SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3}
+# Round 4, after cheaper draws and packing: fewer, bigger steps an epoch (the
+# small sets' fixed cost a step), with and without a higher rate.
+ROUND_4 = [
+    {'knobs': {'steps_per_epoch': 6}},
+    {'knobs': {'steps_per_epoch': 3}},
+    {'knobs': {'steps_per_epoch': 2}},
+    {'knobs': {'steps_per_epoch': 3}, 'overrides': {'optim.learning_rate': 0.02}},
+]
+SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4}

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax.core import precision
+from wsabie_jax.core import precision, samplers
 
 
 class SamplerState(NamedTuple):
@@ -89,7 +89,7 @@ def _log_rank_prob(rank: jax.Array, num_labels: int, scale: float) -> jax.Array:
 
 def draw_uniforms(key: jax.Array, batch_size: int, num_draws: int) -> jax.Array:
   """The randomness of B·K draws: [..., 0] picks the rank, [..., 1] the factor."""
-  return jax.random.uniform(key, (batch_size, num_draws, 2))
+  return samplers.unit_floats(samplers.random_words(key, (batch_size, num_draws, 2)))
 
 
 def draw_one(sampler: SamplerState, image_D: jax.Array, u_Kx2: jax.Array,

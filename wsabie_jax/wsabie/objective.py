@@ -16,7 +16,7 @@ from wsabie_jax.wsabie.settings import StepConfig
 
 def uniform_negatives(cfg, sampler, image_BxD, batch, u_BxK):
   """Alg. 1 l. 7: uniform over the labels that are not the image's positives."""
-  neg_BxK = samplers.skip_positives(u_BxK, batch['pos_BxP'])
+  neg_BxK = samplers.skip_positives(u_BxK, batch['pos_BxP'], cfg.num_labels)
   return neg_BxK, jnp.ones(neg_BxK.shape, bool)
 
 
