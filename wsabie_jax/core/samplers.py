@@ -17,8 +17,8 @@ def random_words(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
   ThreeFry bit generator, its 128-bit state the key's two words and their
   complement. jax.random computes ThreeFry with a rolled loop on the CPU and
   `randint` takes two words an integer: 64×44 draws cost 166 µs there against
-  13 µs here, a third of a small set's step (2 cores; README "Defaults").
-  The algorithm is named, so the words are the same on every backend."""
+  13 µs here (2 cores; docs/DESIGN.md §1). The algorithm is named rather than
+  left to the backend's default, so every backend runs the same generator."""
   key = key.astype(jnp.uint32)
   state = jnp.concatenate([key, ~key])
   return jax.lax.rng_bit_generator(state, shape, jnp.uint32,
@@ -58,7 +58,7 @@ def skip_positives(u_BxK: jax.Array, pos_BxP: jax.Array, num_labels: int) -> jax
   u-th one iff p_j − j ≤ u: the label is u + #{j : p_j − j ≤ u}. Exact,
   O(K·P) compares in one fused pass, never touches a Y-sized array."""
   j_P = jnp.arange(pos_BxP.shape[1], dtype=pos_BxP.dtype)
-  below_BxP = jnp.where(pos_BxP < num_labels, pos_BxP - j_P, num_labels)  # the padding never
+  below_BxP = jnp.where(pos_BxP < num_labels, pos_BxP - j_P, num_labels)  # padding: above every u
   return u_BxK + jnp.sum(below_BxP[:, None, :] <= u_BxK[:, :, None], axis=2, dtype=u_BxK.dtype)
 
 
