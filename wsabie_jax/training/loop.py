@@ -88,7 +88,7 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
   r = recorder.record
   steps = int(jax.device_get(state.step))
   rows_done = steps * config.train.batch_size
-  pairs_done = rows_done * getattr(method.stream, 'pairs_per_row', 1.0)  # Q > 1: rows hold pairs
+  pairs_done = rows_done * _pairs_per_row(method.stream)
   result.update(steps=steps, best_step=r['best_step'], **{f'valid_{metric}': r['best_metric']},
                 train_seconds=r['train_seconds'],
                 eval_every_steps=r.get('eval_every_steps', config.train.eval_every_steps),
@@ -107,7 +107,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   total_steps = train.max_steps or train.num_epochs * math.ceil(stream.num_examples /
                                                                 train.batch_size)
   start_step = int(state.step)
-  pairs_per_row = getattr(stream, 'pairs_per_row', 1.0)  # rows of Q pairs (PairStream)
+  pairs_per_row = _pairs_per_row(stream)
   progress = Progress(total_steps, train.batch_size * pairs_per_row,
                       unit='pairs' if pairs_per_row != 1.0 else 'ex',
                       budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
@@ -170,6 +170,11 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
     steps.close()
     progress.close()
   return state
+
+
+def _pairs_per_row(stream) -> float:
+  """Pairs a batch row holds: Q > 1 rows hold several (data/batching.PairStream)."""
+  return getattr(stream, 'pairs_per_row', 1.0)
 
 
 def _budget_interval(train, steps: int, step_seconds: float, seconds: float) -> int:
