@@ -33,6 +33,25 @@ def test_pair_ranks_match_brute_force_over_k_squared():
                                        for q in range(B)])
 
 
+def test_the_true_pair_never_ranks_below_itself():
+  """The K² grid sums β W_i·W_j by a matmul, the true pair's score
+  elementwise. Where their round-off differs (other summation orders, TF32
+  on a GPU) the true pair must still not count above itself: far above every
+  other pair, with rows wide in range, its rank is 0. (On a CPU the two sums
+  agree in these cells, so this guards the accelerators.)"""
+  rng = np.random.default_rng(0)
+  B, K, D = 64, 9, 16
+  W = (rng.normal(size=(K, D)) * 10 ** rng.uniform(-2, 2, size=(K, D))).astype(np.float32)
+  lo = rng.integers(0, K, B)
+  lp = (lo + 1 + rng.integers(0, K - 1, B)) % K
+  a, b = np.zeros((B, K), np.float32), np.zeros((B, K), np.float32)
+  top = 4 * np.abs(W @ W.T).max()  # a_lo + b_lp lifts the true pair over every other
+  a[np.arange(B), lo], b[np.arange(B), lp] = top, top
+  ranks = parts_eval.pair_ranks(*map(jnp.asarray, (a, b, W, lo, lp)), 1.0,
+                                jnp.zeros((K, K), jnp.float32), chunk=4)
+  np.testing.assert_array_equal(np.asarray(ranks), 0)
+
+
 def test_rank_metrics():
   m = parts_eval.rank_metrics(np.array([0, 3, 12]), 'x_')
   assert m['x_p@1'] == 1 / 3 and m['x_p@10'] == 2 / 30

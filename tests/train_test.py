@@ -1,6 +1,7 @@
 """The training loop: resume is exact, early stopping and the time budget stop it."""
 import functools
 import json
+import time
 
 import jax
 import numpy as np
@@ -158,6 +159,22 @@ def test_time_budget_stops_training(tmp_path):
                      steps_per_call=per_call)
     metrics = run.train_and_evaluate(c, tmp_path / str(per_call))
     assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == per_call
+
+
+def test_step_time_leaves_out_what_reads_the_state(tmp_path, monkeypatch):
+  """Pairs/s divide by the steps' time: validations and the finiteness check
+  before them (whose first call compiles) are left out of it, though the
+  wall-clock budget counts them."""
+  from wsabie_jax.training import loop
+  slow = 0.3
+  all_finite, validate = loop._all_finite, loop._validate
+  monkeypatch.setattr(loop, '_all_finite', lambda state: (time.sleep(slow), all_finite(state))[1])
+  monkeypatch.setattr(loop, '_validate', lambda *a: (time.sleep(slow), validate(*a))[1])
+  c = _tiny_config(max_steps=40, eval_every_steps=10, patience=100, steps_per_call=5)
+  metrics = run.train_and_evaluate(c, tmp_path)
+  _, record = _latest_state(tmp_path, c)
+  assert metrics['train_seconds'] > 8 * slow  # 4 validations, each slowed twice
+  assert record['step_seconds'] < slow, record  # 40 steps of 16 tiny pairs
 
 
 def test_validations_spread_over_the_time_budget(tmp_path):

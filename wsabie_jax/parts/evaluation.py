@@ -42,7 +42,12 @@ def pair_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK, chunk: int = 6
     rows_C, valid_C = xs
     label_CxK = beta * W_KxD[rows_C] @ W_KxD.T + offset_KxK[rows_C]
     s_BxCxK = a_BxK[:, rows_C][:, :, None] + b_BxK[:, None, :] + label_CxK[None]
-    above = (s_BxCxK > true_B[:, None, None]) & valid_C[None, :, None]
+    # The true pair's own cell is left out by position, not by comparing its
+    # score: the grid sums it by a matmul, true_B elementwise, and their
+    # round-off may differ (TF32 on a GPU by far more), ranking it below itself.
+    itself_BxCxK = ((rows_C[None, :, None] == lo_B[:, None, None])
+                    & (jnp.arange(K)[None, None, :] == lp_B[:, None, None]))
+    above = (s_BxCxK > true_B[:, None, None]) & valid_C[None, :, None] & ~itself_BxCxK
     return total_B + jnp.sum(above, (1, 2), dtype=jnp.int32), None
 
   total_B, _ = jax.lax.scan(count, jnp.zeros((B,), jnp.int32), (rows, rows_valid))
