@@ -14,7 +14,9 @@ config.json, so a run records what it used):
   Q = ⌈mean positives⌉ + 1     pairs a row: an image is embedded and scored
                                once for up to Q of its positives, which share
                                its K draws (train.positives_per_row)
-  B = the power of two nearest rows / STEPS_PER_EPOCH, within [16, 1024]
+  B = the power of two nearest rows / STEPS_PER_EPOCH, within [128, 1024]
+                               (a step's fixed cost, ~0.2 ms on 2 cores, would
+                               dominate smaller ones)
 
 With a time budget (--config.train.max_seconds=60) it validates about 30
 times over the budget whatever the data's speed (train.evals_per_budget), and
@@ -39,6 +41,8 @@ from wsabie_jax.methods import wsabie
 
 STEPS_PER_EPOCH = 6    # B follows the data's size: about this many steps an epoch
 MAX_DRAWS = 100        # K caps here: a step's cost never grows with Y beyond it
+MIN_BATCH = 128        # B's floor: below it a step's fixed cost dominates (search round 5)
+MAX_BATCH = 1024       # B's ceiling
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -54,7 +58,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
 
 def fit(c: ml_collections.ConfigDict, train, steps_per_epoch: int = STEPS_PER_EPOCH,
-        max_draws: int = MAX_DRAWS, group_pairs: bool = True) -> ml_collections.ConfigDict:
+        max_draws: int = MAX_DRAWS, group_pairs: bool = True,
+        min_batch: int = MIN_BATCH) -> ml_collections.ConfigDict:
   """B, Q and K from the training set's sizes (the module docstring's rules);
   `group_pairs=False`: a pair a row (Q = 1)."""
   num_pos = np.diff(train.label_indptr)
@@ -62,7 +67,8 @@ def fit(c: ml_collections.ConfigDict, train, steps_per_epoch: int = STEPS_PER_EP
   Q = int(math.ceil(num_pos.mean())) + 1 if num_pos.size and group_pairs else 1
   c.train.positives_per_row = Q
   rows = int(np.sum(-(-num_pos // Q)) * (1 - c.data.validation_fraction))
-  c.train.batch_size = int(np.clip(2 ** round(math.log2(max(rows / steps_per_epoch, 1))), 16, 1024))
+  c.train.batch_size = int(np.clip(2 ** round(math.log2(max(rows / steps_per_epoch, 1))),
+                                   min_batch, MAX_BATCH))
   c.loss.num_draws = max(1, min(train.num_labels - 1, max_draws))
   return c
 

@@ -21,7 +21,8 @@ Suites:
              LightFM's final test p@1); the Corel5k config's pairs/s.
              python launch/benchmark.py --suite=accelerator --budget_seconds=45
   panel      (by name; needs LightFM) one config file on every data set of a panel
-             vs LightFM's WARP with max_sampled 10 and Y, D 64, 2 threads: test p@1,
+             (--panel_config, default configs/wsabie_mulan.py) vs LightFM's WARP with
+             max_sampled 10 and Y at the config's D, 2 threads: test p@1,
              p@5, MAP, pairs/s and epochs at each budget (read off one run as long
              as the largest), and the ratios. Sets: 'corel5k', a Mulan folder
              (NAME-train.arff, NAME-test.arff, NAME.xml) or libsvm:TRAIN:TEST.
@@ -53,7 +54,7 @@ _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per syste
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
 _PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suite.')
 _PANEL_BUDGETS = flags.DEFINE_list('panel_budgets', ['10', '60'], 'Seconds (panel suite).')
-_PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_corel5k.py',
+_PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_mulan.py',
                                     'The one config file of the panel suite.')
 _PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEARCH (panel_search).')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')

@@ -31,7 +31,7 @@ def test_panel_entries(tmp_path):
 
 def test_data_agnostic_config_follows_the_data(tmp_path):
   """K = min(Y − 1, 100), Q = ⌈mean positives⌉ + 1, B the power of two
-  nearest rows/6 within [16, 1024]."""
+  nearest rows/6 within [128, 1024]."""
   config = config_lib.load(f'configs/wsabie_mulan.py:{_mulan_folder(tmp_path)}')
   train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, 3.5 positives an image, at most 5
   assert config.loss.num_draws == 100
@@ -39,14 +39,16 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
   assert config.train.batch_size == 512  # 90% of 4,500 rows / 6 = 675 → 512
   module = config_lib.load_module('configs/wsabie_mulan.py')
   few = module.fit(config, train, steps_per_epoch=10_000, max_draws=1000)
-  assert (few.train.batch_size, few.loss.num_draws) == (16, 373)
+  assert (few.train.batch_size, few.loss.num_draws) == (128, 373)
+  assert module.fit(config, train, steps_per_epoch=10_000, min_batch=16).train.batch_size == 16
   assert module.fit(config, train, steps_per_epoch=1).train.batch_size == 1024
 
 
 def test_ratio_table():
-  row = {'set': 's', 'budget': 10.0, 'p@5': 0.1, 'map': 0.2, 'epochs': 1.0}
+  row = {'set': 's', 'budget': 10.0, 'dim': 128, 'p@5': 0.1, 'map': 0.2, 'epochs': 1.0}
   rows = [{**row, 'system': 'wsabie_jax', 'p@1': 0.6, 'pairs_per_sec': 50.0},
           {**row, 'system': 'LightFM max_sampled=10', 'p@1': 0.5, 'pairs_per_sec': 100.0},
           {**row, 'system': 'LightFM max_sampled=7', 'p@1': 0.4, 'pairs_per_sec': 10.0}]
   text = panel.table(rows)
+  assert '| s | 10 s | wsabie_jax | 128 | 0.600 | 0.100 | 0.200 | 50 | 1.0 |' in text
   assert '| s | 10 s | 1.20 | 0.50 |' in text

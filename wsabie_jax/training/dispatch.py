@@ -17,8 +17,10 @@ runs `train.steps_per_call` steps as one jitted, donated `lax.scan`:
 Every mode feeds step s the stream's batch s (the stream's own order), so
 parameters are bit-identical across modes and resume is exact mid-call
 (tests/train_test.py). A call ends at the next validation or checkpoint
-boundary; the schedule of calls is a pure function of where training
-starts, so the prefetching thread and the loop agree on it.
+boundary, so long calls never delay a validation: the loop may move the
+validation interval once it has fitted it to the time budget
+(`Dispatcher.eval_every`), and the calls not yet built follow it (the
+prefetching thread builds them in order; the loop takes them in that order).
 
 Every step is checked for non-finite values at no extra pass: its loss and
 the scores it read (a method's `nonfinite` stat count; a NaN row makes every
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Iterator
+from typing import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -70,11 +72,13 @@ def checked(step):
   return checked_step
 
 
-def call_schedule(start: int, total: int, per_call: int, *every: int) -> Iterator[tuple[int, int]]:
-  """(first step, steps) of each call: `per_call` steps, cut at multiples of `every`."""
+def call_schedule(start: int, total: int, per_call: int,
+                  every: Callable[[], tuple[int, ...]]) -> Iterator[tuple[int, int]]:
+  """(first step, steps) of each call: `per_call` steps, cut at multiples of
+  the intervals `every()` gives when the call is built."""
   step = start
   while step < total:
-    boundary = min([total] + [(step // e + 1) * e for e in every])
+    boundary = min([total] + [(step // e + 1) * e for e in every()])
     n = min(per_call, boundary - step)
     yield step, n
     step += n
@@ -84,14 +88,17 @@ class Dispatcher:
   """Runs the next call of steps. `__call__(state, step)` -> (state, stats of
   the call's last step, steps done); `place(state)` puts a state on the mesh."""
 
-  def __init__(self, train, method: Method, start_step: int, total_steps: int):
+  def __init__(self, train, method: Method, start_step: int, total_steps: int,
+               eval_every: int | None = None):
     self.mesh = method.mesh
     self.multi = self.mesh.devices.size > 1
     self.options = compiler_options(train.get('deterministic', False))
     per_call = train.get('steps_per_call', 1)
     stream = method.stream
-    schedule = call_schedule(start_step, total_steps, per_call, train.eval_every_steps,
-                             train.checkpoint_every_steps)
+    # The validation interval the calls are cut at (the loop's: it may change it).
+    self.eval_every = eval_every or train.eval_every_steps
+    schedule = call_schedule(start_step, total_steps, per_call,
+                             lambda: (self.eval_every, train.checkpoint_every_steps))
     if per_call == 1:
       self.mode = 'per step'
       self.fn = self._compile_one(method)

@@ -113,17 +113,17 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
                       budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
                       if train.max_seconds else 0.0)
   clock = Clock(r['train_seconds'], r['step_seconds'])
-  steps = dispatch.Dispatcher(train, method, start_step, total_steps)
-  log.info('%s: %d steps a call (%s)', method.mesh.devices.flat[0].platform,
-           train.get('steps_per_call', 1), steps.mode)
-  state = steps.place(state)
-  step, pending = start_step, None
   # A fast run on a small set can overfit between budget-spread validations
   # (enron: 27 epochs a second); max_epochs_between_evals caps the interval.
   epochs_cap = train.get('max_epochs_between_evals', 0.0)
   cap = (max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap
          else math.inf)
   every = min(r.get('eval_every_steps') or train.eval_every_steps, cap)
+  steps = dispatch.Dispatcher(train, method, start_step, total_steps, eval_every=every)
+  log.info('%s: %d steps a call (%s)', method.mesh.devices.flat[0].platform,
+           train.get('steps_per_call', 1), steps.mode)
+  state = steps.place(state)
+  step, pending = start_step, None
   prior_step_seconds = clock.step_seconds
   try:
     while step < total_steps and not r['stopped']:
@@ -148,7 +148,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         fitted = _budget_interval(train, step - start_step, clock.step_seconds - prior_step_seconds,
                                   clock.seconds)
       if fitted:
-        r['eval_every_steps'] = every = min(fitted, cap)
+        r['eval_every_steps'] = every = steps.eval_every = min(fitted, cap)
         log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
                  every, train.evals_per_budget, train.max_seconds)
       validate = _crossed(step, done, every) or last
