@@ -193,6 +193,24 @@ def test_validations_spread_over_the_time_budget(tmp_path):
   assert run.train_and_evaluate(c, tmp_path)['eval_every_steps'] == metrics['eval_every_steps']
 
 
+@pytest.mark.parametrize('process_zero', [0, 1])
+def test_clock_decisions_are_process_zeros(tmp_path, monkeypatch, process_zero):
+  """Multi-host: the time budget's stop and the fitted validation interval are
+  process 0's (parallel.agreed), not this host's clock's. A stand-in for
+  process 0 that answers 0 (not over time, nothing fitted) keeps a run with a
+  spent budget going to its last step; one that answers 1 stops a run with
+  an unspent budget after its first call."""
+  from wsabie_jax.training import parallel
+  monkeypatch.setattr(parallel, 'agreed', lambda value: process_zero)
+  c = _tiny_config(max_steps=40, max_seconds=1e-3 if process_zero == 0 else 1e3,
+                   eval_every_steps=10, evals_per_budget=4, patience=100, steps_per_call=4)
+  metrics = run.train_and_evaluate(c, tmp_path)
+  if process_zero == 0:
+    assert (metrics['stopped'], metrics['steps'], metrics['eval_every_steps']) == ('completed', 40, 10)
+  else:
+    assert (metrics['stopped'], metrics['steps']) == ('max_seconds', 4), metrics
+
+
 def test_validations_at_least_every_few_epochs(tmp_path):
   """max_epochs_between_evals caps the validation interval (eval_every_steps
   asks for none in 100 steps; one every half epoch is given), and calls of

@@ -140,13 +140,14 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
           summaries.scalars(step - done, scalars, 'train')
           progress.update(step, **scalars)
       pending = stats
-      stop = 'max_seconds' if train.max_seconds and clock.seconds >= train.max_seconds else ''
+      stop = ('max_seconds' if train.max_seconds and parallel.agreed(clock.seconds >= train.max_seconds)
+              else '')
       last = step == total_steps or stop
       fitted = 0
       if 'eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0):
         jax.block_until_ready(state)  # the steps' time, not their dispatch's (a few calls)
-        fitted = _budget_interval(train, step - start_step, clock.step_seconds - prior_step_seconds,
-                                  clock.seconds)
+        fitted = parallel.agreed(_budget_interval(
+            train, step - start_step, clock.step_seconds - prior_step_seconds, clock.seconds))
       if fitted:
         r['eval_every_steps'] = every = steps.eval_every = min(fitted, cap)
         log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',

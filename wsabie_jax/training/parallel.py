@@ -8,7 +8,10 @@ The draws are the single-device step's draws, sliced, so N devices give the
 parameters one device gives for the same global batch.
 
 Multi-host: call `initialize_distributed` first; each process then feeds its
-slice of the global batch (`shard_batch`).
+slice of the global batch (`shard_batch`). What a host decides from its own
+clock (the time budget's stop, the validation interval fitted to it) is
+process 0's decision on every host (`agreed`): hosts that disagreed would
+run different programs and wait on each other's collectives for ever.
 """
 from __future__ import annotations
 
@@ -21,6 +24,14 @@ from wsabie_jax.core import row_optim
 
 
 AXIS = 'data'
+
+
+def agreed(value: int) -> int:
+  """Process 0's `value` on every process (itself on one process)."""
+  if jax.process_count() == 1:
+    return int(value)
+  from jax.experimental import multihost_utils
+  return int(multihost_utils.broadcast_one_to_all(np.int32(value)))
 
 
 def initialize_distributed(coordinator_address: str, num_processes: int, process_id: int):
