@@ -160,6 +160,26 @@ def test_dense_and_sparse_row_updates_agree(optimizer):
   assert np.all(np.linalg.norm(np.asarray(out[0][0])[np.unique(rows_R)], axis=1) <= 0.8 + 1e-5)
 
 
+def test_embedding_pieces_carry_their_mean_squares():
+  """The feature table's pieces x_f·g_b (wsabie/tables.embed) carry their
+  Adagrad terms x_f²·mean(g_b²), equal to update_rows' own from the pieces,
+  so the update is the same either way."""
+  from wsabie_jax.data import packing
+  from wsabie_jax.wsabie import tables
+  rng = np.random.default_rng(5)
+  V_dxD = jnp.asarray(rng.normal(0, 0.3, (d, D)), jnp.float32)
+  batch = packing.from_padded(jax.tree.map(jnp.asarray, _tiny_batch(4)))
+  _, pieces_of = tables.embed(V_dxD, batch, B, whole=False)
+  pieces = pieces_of(jnp.asarray(rng.normal(0, 1, (B, D)), jnp.float32))
+  np.testing.assert_allclose(pieces.sq_R, jnp.mean(jnp.square(pieces.grads_RxD), -1), rtol=1e-5)
+  acc_d = row_optim.init_accumulator(d, 'adagrad', 0.1)
+  opt = dict(learning_rate=0.3, optimizer='adagrad', max_norm=0.8)
+  given = row_optim.apply(V_dxD, acc_d, pieces, **opt)
+  computed = row_optim.apply(V_dxD, acc_d, pieces._replace(sq_R=None), **opt)
+  for a, b in zip(given, computed):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
 def test_padding_pairs_do_not_update():
   cfg = helpers.step_config(Y, dim=D, num_draws=K, learning_rate=1.0)
   state = step_lib.init_state(jax.random.PRNGKey(3), d, cfg)

@@ -33,7 +33,7 @@ def init_accumulator(num_rows: int, optimizer: str, initial_value: float) -> jax
 def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
                 grads_RxD: jax.Array, *, learning_rate: float, optimizer: str,
                 max_norm: float, eps: float = 1e-10, dense: bool | None = None,
-                l2: float = 0.0):
+                l2: float = 0.0, sq_R: jax.Array | None = None):
   """One optimiser step on the given rows, then projection into the ball.
 
   Row-wise Adagrad: each occurrence of a row adds its mean squared gradient to
@@ -49,6 +49,9 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
   still O(R·D) since N ≤ R; it pays off when rows repeat many times (the
   visual-word table at web scale: B·F = 180k pieces on 10k rows), where
   re-reading and re-writing every repeated row to project it dominated the step.
+
+  `sq_R`: each piece's mean squared gradient, where the caller has it without
+  reading the pieces (RowPieces.sq_R); ignored with l2, which changes them.
   """
   if optimizer not in OPTIMIZERS:
     raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
@@ -57,7 +60,8 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
     grads_RxD = grads_RxD + l2 * table_NxD[rows_R]
   if dense is None:
     dense = rows_R.shape[0] >= num_rows
-  sq_R = jnp.mean(jnp.square(grads_RxD), axis=-1)
+  if sq_R is None or l2:
+    sq_R = jnp.mean(jnp.square(grads_RxD), axis=-1)
   if dense:
     grad_NxD = jax.ops.segment_sum(grads_RxD, rows_R, num_segments=num_rows)
     return update_dense(table_NxD, acc_N, DenseGrad(
@@ -78,6 +82,10 @@ class RowPieces(NamedTuple):
   """A table's gradient as the pieces of the rows a step touched (rows repeat)."""
   rows_R: jax.Array
   grads_RxD: jax.Array
+  # Each piece's mean squared gradient (Adagrad), where it costs less than
+  # reading the pieces (an embedding's piece x_f·g_b has x_f²·mean(g_b²): O(R)
+  # instead of O(R·D)); None: update_rows computes it from the pieces.
+  sq_R: jax.Array | None = None
 
 
 class DenseGrad(NamedTuple):
@@ -108,4 +116,4 @@ def apply(table_NxD: jax.Array, acc_N: jax.Array, grad: RowPieces | DenseGrad, *
     if l2:
       raise ValueError('l2 needs the gradient as row pieces, not summed per row')
     return update_dense(table_NxD, acc_N, grad, **opt)
-  return update_rows(table_NxD, acc_N, grad.rows_R, grad.grads_RxD, l2=l2, **opt)
+  return update_rows(table_NxD, acc_N, grad.rows_R, grad.grads_RxD, l2=l2, sq_R=grad.sq_R, **opt)

@@ -69,9 +69,15 @@ def embed(V_dxD: jax.Array, batch: dict, batch_size: int,
   val_N = batch['feat_val_SxN'].reshape(-1)
   if not whole:
     image_BxD, row_N = model.embed_packed(V_dxD, batch, batch_size)
-    # image = Σ_f x_f V_f: a row's piece is its value times its image's gradient,
-    # formed here so it fuses into the optimiser's reads (no N×D buffer).
-    return image_BxD, lambda g_BxD: row_optim.RowPieces(idx_N, val_N[:, None] * g_BxD[row_N])
+
+    def pieces_of(g_BxD):
+      # image = Σ_f x_f V_f: a row's piece is its value times its image's
+      # gradient; its mean square x_f²·mean(g²) is read off the B images.
+      sq_B = jnp.mean(jnp.square(g_BxD), -1)
+      return row_optim.RowPieces(idx_N, val_N[:, None] * g_BxD[row_N],
+                                 jnp.square(val_N) * sq_B[row_N])
+
+    return image_BxD, pieces_of
   row_N = model.packed_rows(batch, batch_size)
   num_features = V_dxD.shape[0]
   X_Bxd = jnp.zeros((batch_size, num_features)).at[row_N, idx_N].add(val_N)
