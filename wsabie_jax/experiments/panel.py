@@ -164,8 +164,9 @@ def table(rows: list[dict]) -> str:
   keyed = {}
   for r in rows:
     keyed.setdefault((r['set'], r['budget']), []).append(r)
-    lines.append(f'| {r["set"]} | {r["budget"]:.0f} s | {r["system"]} | {r.get("dim", "")} | {r["p@1"]:.3f} | '
-                 f'{r["p@5"]:.3f} | {r["map"]:.3f} | {r["pairs_per_sec"]:,.0f} | {r["epochs"]:.1f} |')
+    lines.append(f'| {r["set"]} | {r["budget"]:.0f} s | {r["system"]} | {r["dim"]} | '
+                 f'{r["p@1"]:.3f} | {r["p@5"]:.3f} | {r["map"]:.3f} | {r["pairs_per_sec"]:,.0f} | '
+                 f'{r["epochs"]:.1f} |')
   for (name, budget), group in keyed.items():
     ours = next(r for r in group if r['system'] == 'wsabie_jax')
     theirs = [r for r in group if r['system'] != 'wsabie_jax']

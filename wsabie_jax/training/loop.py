@@ -118,6 +118,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   epochs_cap = train.get('max_epochs_between_evals', 0.0)
   cap = (max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap
          else math.inf)
+  # The validation interval: steps.eval_every, which also cuts the calls.
   every = min(r.get('eval_every_steps') or train.eval_every_steps, cap)
   steps = dispatch.Dispatcher(train, method, start_step, total_steps, eval_every=every)
   log.info('%s: %d steps a call (%s)', method.mesh.devices.flat[0].platform,
@@ -140,8 +141,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
           summaries.scalars(step - done, scalars, 'train')
           progress.update(step, **scalars)
       pending = stats
-      stop = ('max_seconds' if train.max_seconds and parallel.agreed(clock.seconds >= train.max_seconds)
-              else '')
+      over_time = train.max_seconds and parallel.agreed(clock.seconds >= train.max_seconds)
+      stop = 'max_seconds' if over_time else ''
       last = step == total_steps or stop
       fitted = 0
       if 'eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0):
@@ -149,10 +150,10 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         fitted = parallel.agreed(_budget_interval(
             train, step - start_step, clock.step_seconds - prior_step_seconds, clock.seconds))
       if fitted:
-        r['eval_every_steps'] = every = steps.eval_every = min(fitted, cap)
+        r['eval_every_steps'] = steps.eval_every = min(fitted, cap)
         log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
-                 every, train.evals_per_budget, train.max_seconds)
-      validate = _crossed(step, done, every) or last
+                 steps.eval_every, train.evals_per_budget, train.max_seconds)
+      validate = _crossed(step, done, steps.eval_every) or last
       save = _crossed(step, done, train.checkpoint_every_steps) or last or stop
       if validate or save:
         jax.block_until_ready(state)  # the steps' time counts; what reads the state does not
