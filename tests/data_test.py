@@ -183,6 +183,12 @@ def test_pair_stream_covers_every_pair_each_epoch_and_is_deterministic():
   np.testing.assert_array_equal(np.sort(ids[n:2 * n]), np.arange(n))
   again = batching.PairStream(ds, batch_size=7, seed=1)
   np.testing.assert_array_equal(again.order.ids(steps - 1), stream.order.ids(steps - 1))
+  # A call's ids at once (spanning epochs) are position p's item of epoch p // n's permutation.
+  block = again.ids_block(2, 3 * steps)
+  p = np.arange(2 * 7, (2 + 3 * steps) * 7)
+  want = [np.random.default_rng([1, e]).permutation(n)[o] for e, o in zip(p // n, p % n)]
+  np.testing.assert_array_equal(block, np.reshape(want, (3 * steps, 7)))
+  np.testing.assert_array_equal(block[:steps - 2], ids[2 * 7:].reshape(-1, 7)[:steps - 2])
   batch = stream.batch(3)
   for b in range(7):
     assert batch['label_B'][b] in batch['pos_BxP'][b]

@@ -1,6 +1,7 @@
 """The training loop: resume is exact, early stopping and the time budget stop it."""
 import functools
 import json
+import pathlib
 import time
 
 import jax
@@ -263,3 +264,54 @@ def test_mean_rank_selection_keeps_the_lowest(tmp_path):
   summaries.close()
   assert got == [(True, True), (True, False), (False, True)]
   assert by_rank.record['best_step'] == 1 and by_map.record['best_step'] == 2
+
+
+@pytest.mark.parametrize('held', [True, False])
+def test_best_is_written_before_the_latest_names_it(tmp_path, monkeypatch, held):
+  """A small state's best is held in memory and written just before each
+  latest checkpoint (and at the end), so no write lands between steps; a
+  large one's is written at its validation. Either way best/ ends with the
+  record's best step, and every latest record names a best already on disk."""
+  if not held:
+    monkeypatch.setattr(checkpointing, 'WAIT_BELOW_BYTES', 0)
+  writes = []
+  save = checkpointing.Checkpoints.save
+
+  def spy(manager, state, record):
+    kind = pathlib.Path(manager.directory).name
+    writes.append((kind, int(jax.device_get(state.step)), record['best_step']))
+    return save(manager, state, record)
+
+  monkeypatch.setattr(checkpointing.Checkpoints, 'save', staticmethod(spy))
+  c = _tiny_config(max_steps=40, eval_every_steps=5, checkpoint_every_steps=20, patience=100)
+  metrics = run.train_and_evaluate(c, tmp_path)
+  bests = [step for kind, step, _ in writes if kind == 'best']
+  assert bests and bests[-1] == metrics['best_step'], (writes, metrics['best_step'])
+  written = set()
+  for kind, step, best_step in writes:
+    if kind == 'best':
+      written.add(step)
+    else:
+      assert best_step in written, writes  # the latest's record names a best on disk
+  if held:  # written only just before a latest checkpoint
+    assert all(writes[i + 1][0] == 'checkpoints' for i, w in enumerate(writes) if w[0] == 'best')
+  else:  # at each validation that improved
+    assert all(step % 5 == 0 for step in bests) and len(bests) > 2, writes
+
+
+def test_summaries_are_readable_events(tmp_path):
+  """A call's scalars, written as one event, read back with their tags and values."""
+  import struct
+  from tensorboardX.proto import event_pb2
+  from wsabie_jax.training import recorder
+  summaries = recorder.Summaries(tmp_path)
+  summaries.scalars(7, {'p@1': 0.25, 'map': 0.5, 'stopped': 'x'}, 'valid')
+  summaries.close()
+  (path,) = (tmp_path / 'tensorboard').iterdir()
+  data, events = path.read_bytes(), []
+  while data:  # TFRecord: length, its crc, the event, its crc
+    n = struct.unpack('<Q', data[:8])[0]
+    events.append(event_pb2.Event.FromString(data[12:12 + n]))
+    data = data[12 + n + 4:]
+  got = {(e.step, v.tag): v.simple_value for e in events for v in e.summary.value}
+  assert got == {(7, 'valid/p@1'): 0.25, (7, 'valid/map'): 0.5}

@@ -76,14 +76,19 @@ class EpochOrder:
     return self._perm
 
   def ids(self, step: int) -> np.ndarray:
-    start = step * self.batch_size
-    ids = np.arange(start, start + self.batch_size)
-    epochs, offsets = ids // self.num_items, ids % self.num_items
-    out = np.empty(self.batch_size, np.int64)
-    for epoch in np.unique(epochs):
-      sel = epochs == epoch
-      out[sel] = self._permutation(int(epoch))[offsets[sel]]
-    return out
+    return self.ids_block(step, 1)[0]
+
+  def ids_block(self, first: int, n: int) -> np.ndarray:
+    """The items of batches first … first + n − 1, n×B: slices of the epochs'
+    permutations, one per epoch the batches span (a call's ids at once)."""
+    start, stop = first * self.batch_size, (first + n) * self.batch_size
+    pieces = []
+    while start < stop:
+      epoch, offset = divmod(start, self.num_items)
+      take = min(stop - start, self.num_items - offset)
+      pieces.append(self._permutation(epoch)[offset:offset + take])
+      start += take
+    return np.concatenate(pieces).reshape(n, self.batch_size)
 
 
 class PairStream:
@@ -152,6 +157,10 @@ class PairStream:
     """The row ids of batch `step` (the epoch's permutation, as `batch`)."""
     return self.order.ids(step).astype(np.int32)
 
+  def ids_block(self, first: int, n: int) -> np.ndarray:
+    """`ids` of n batches from `first`, n×B (a call's, built at once)."""
+    return self.order.ids_block(first, n).astype(np.int32)
+
   def table(self) -> dict:
     return {'row_image': self.row_image, 'row_label': self.row_label_RxQ,
             'row_num': self.row_num, 'pos': self.pos_nxP, 'num_pos': self.num_pos_n, **self.csr}
@@ -193,6 +202,9 @@ class ImageStream:
 
   def ids(self, step: int) -> np.ndarray:
     return self.order.ids(step).astype(np.int32)
+
+  def ids_block(self, first: int, n: int) -> np.ndarray:
+    return self.order.ids_block(first, n).astype(np.int32)
 
   def table(self) -> dict:
     p = self.padded

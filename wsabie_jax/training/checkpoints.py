@@ -12,6 +12,7 @@ users (evaluate, annotate) only fall back.
 """
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import pathlib
@@ -19,6 +20,7 @@ import sys
 import time
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 log = logging.getLogger('wsabie_jax')
@@ -27,7 +29,9 @@ log = logging.getLogger('wsabie_jax')
 # A state smaller than this is written before training goes on: it takes
 # milliseconds, while written in the background on a few cores it slowed the
 # next steps 2× (Mulan's medical, 2 cores: 66–75k → 87–90k pairs/s waiting).
-# A larger state's write overlaps the steps, as Orbax intends.
+# A larger state's write overlaps the steps, as Orbax intends. The best of
+# such a state is held in host memory until the next latest checkpoint
+# (`keep_best`): even waited for, each write slowed the steps after it.
 WAIT_BELOW_BYTES = 64 << 20
 
 
@@ -43,6 +47,26 @@ class Checkpoints:
     self.latest = ocp.CheckpointManager(self.workdir / 'checkpoints', options=options(keep))
     # Two best: a corrupt newest best falls back to the previous best.
     self.best = ocp.CheckpointManager(self.workdir / 'best', options=options(2))
+    self._held_best = None  # (state on the host, record): keep_best's, not yet written
+
+  def keep_best(self, state, record: dict):
+    """A new best on validation. A state under WAIT_BELOW_BYTES is copied to
+    host memory and written by `write_best`, which the loop calls before every
+    latest checkpoint and when it ends, so the latest's record never names a
+    best that is not on disk; one lost to a kill in between is found again by
+    the replay from the latest (resume is exact). A larger state is written now."""
+    if _nbytes(state) >= WAIT_BELOW_BYTES:
+      self.save(self.best, state, record)
+      return
+    # A copy: on CPU device_get may alias the buffers the next step donates.
+    self._held_best = (jax.tree.map(np.array, jax.device_get(state)), copy.deepcopy(record))
+
+  def write_best(self):
+    """Writes the best `keep_best` holds, if any."""
+    if self._held_best is not None:
+      state, record = self._held_best
+      self.save(self.best, state, record)
+      self._held_best = None
 
   @staticmethod
   def save(manager: ocp.CheckpointManager, state, record: dict):
@@ -51,7 +75,7 @@ class Checkpoints:
       return
     manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
                                                record=ocp.args.JsonSave(record)), force=True)
-    if sum(x.nbytes for x in jax.tree.leaves(state)) < WAIT_BELOW_BYTES:
+    if _nbytes(state) < WAIT_BELOW_BYTES:
       manager.wait_until_finished()
     log.info('saved checkpoint %s/%d', pathlib.Path(manager.directory).name, step)
 
@@ -104,6 +128,10 @@ class Checkpoints:
     for m in (self.latest, self.best):
       m.wait_until_finished()
       m.close()
+
+
+def _nbytes(state) -> int:
+  return sum(x.nbytes for x in jax.tree.leaves(state))
 
 
 def _quiet_abandoned_reads():

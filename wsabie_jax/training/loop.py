@@ -125,7 +125,9 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
            train.get('steps_per_call', 1), steps.mode)
   state = steps.place(state)
   step, pending = start_step, None
-  prior_step_seconds = clock.step_seconds
+  # Steps known finished and the step time by then, counted from the end of the
+  # first call (compilation): the speed the validation interval is fitted to.
+  finished = since = None
   try:
     while step < total_steps and not r['stopped']:
       first = step == start_step
@@ -134,8 +136,11 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         if first:
           jax.block_until_ready(state)
       step += done
+      if first:
+        since = (step, clock.step_seconds)
       if pending is not None:
         _check_finite(pending, ckpts)  # one call late: the device never waits on the host
+        finished = (step - done, clock.step_seconds)  # the previous call has ended by now
         if _crossed(step, done, train.log_every_steps):
           scalars = read_stats(pending)
           summaries.scalars(step - done, scalars, 'train')
@@ -145,10 +150,12 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       stop = 'max_seconds' if over_time else ''
       last = step == total_steps or stop
       fitted = 0
-      if 'eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0):
-        jax.block_until_ready(state)  # the steps' time, not their dispatch's (a few calls)
+      if ('eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0)
+          and finished is not None):
+        # The calls' finished steps, read off the check above: waiting on the
+        # device to time them would stall the pipeline on every call until fitted.
         fitted = parallel.agreed(_budget_interval(
-            train, step - start_step, clock.step_seconds - prior_step_seconds, clock.seconds))
+            train, finished[0] - since[0], finished[1] - since[1], clock.seconds))
       if fitted:
         r['eval_every_steps'] = steps.eval_every = min(fitted, cap)
         log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
@@ -166,11 +173,13 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds, stopped=stop,
                  data_position=stream.position(step))
         with clock.excluded():
+          ckpts.write_best()  # before the latest, whose record names it
           ckpts.save(ckpts.latest, state, r)
       if stop:
         log.info('stopping at step %d: %s', step, stop)
         break
   finally:
+    ckpts.write_best()  # a stop by an error too: the held best is a validated state
     steps.close()
     progress.close()
   return state
@@ -231,7 +240,7 @@ def _validate(method: Method, state, recorder: Recorder, ckpts, step_seconds: fl
     return False
   step = int(state.step)
   if recorder.validation(step, values, step_seconds):
-    ckpts.save(ckpts.best, state, recorder.record)
+    ckpts.keep_best(state, recorder.record)
   r = recorder.record
   log.info('step %d: valid %s %.4f (best %.4f at step %d)', step, recorder.metric,
            values[recorder.metric], r['best_metric'], r['best_step'])
