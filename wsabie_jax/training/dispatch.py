@@ -142,7 +142,7 @@ class Dispatcher:
     """(first, n, the call's N stacked ids or batches, the packs' budget or None)."""
     if resident and hasattr(stream, 'ids_block'):  # at once: a step's ids each cost ~35 µs
       steps = list(stream.ids_block(first, n))
-    else:
+    else:  # streamed batches, or ids drawn afresh each step (parts' quadruplets)
       steps = [stream.ids(i) if resident else stream.batch(i) for i in range(first, first + n)]
     xs = _stack(steps, per_call)
     packed = resident and hasattr(stream, 'budget')

@@ -56,14 +56,14 @@ class Summaries:
 
   def __init__(self, workdir):
     from tensorboardX import FileWriter
-    self.writer = FileWriter(str(pathlib.Path(workdir) / 'tensorboard'))
+    from tensorboardX.proto.summary_pb2 import Summary
+    self.writer, self._summary = FileWriter(str(pathlib.Path(workdir) / 'tensorboard')), Summary
 
   def scalars(self, step: int, values: dict, prefix: str):
-    from tensorboardX.proto.summary_pb2 import Summary
-    scalars = [Summary.Value(tag=f'{prefix}/{name}', simple_value=float(value))
+    scalars = [self._summary.Value(tag=f'{prefix}/{name}', simple_value=float(value))
                for name, value in values.items() if isinstance(value, (int, float))]
     if scalars:
-      self.writer.add_summary(Summary(value=scalars), global_step=step)
+      self.writer.add_summary(self._summary(value=scalars), global_step=step)
 
   def close(self):
     self.writer.close()
