@@ -10,7 +10,12 @@ on the shipped Corel5k. The training file is read once here for its sizes
 (labels Y, training pairs), and `fit` turns them into B and K (written into
 config.json, so a run records what it used):
 
-  K = min(Y − 1, MAX_DRAWS)    every violator's rank counted among K draws
+  K = min(Y − 1, MAX_DRAWS)    every violator's rank counted among K draws;
+                               where K = Y − 1 would draw every negative, the
+                               exact rank instead (loss.kind 'exact', eq. (6)
+                               with (7): every label scored, its violators
+                               counted; no draws, the same B·Y·D cost; Adagrad
+                               rate EXACT_LEARNING_RATE)
   Q = ⌈mean positives⌉ + 1     pairs a row: an image is embedded and scored
                                once for up to Q of its positives, which share
                                its K draws (train.positives_per_row)
@@ -43,6 +48,7 @@ STEPS_PER_EPOCH = 6    # B follows the data's size: about this many steps an epo
 MAX_DRAWS = 100        # K caps here: a step's cost never grows with Y beyond it
 MIN_BATCH = 128        # B's floor: below it a step's fixed cost dominates (search round 5)
 MAX_BATCH = 1024       # B's ceiling
+EXACT_LEARNING_RATE = 0.005  # the exact rank's Adagrad rate (search round 6)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -59,9 +65,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
 def fit(c: ml_collections.ConfigDict, train, steps_per_epoch: int = STEPS_PER_EPOCH,
         max_draws: int = MAX_DRAWS, group_pairs: bool = True,
-        min_batch: int = MIN_BATCH) -> ml_collections.ConfigDict:
+        min_batch: int = MIN_BATCH, exact_ranks: bool = True,
+        exact_learning_rate: float = EXACT_LEARNING_RATE) -> ml_collections.ConfigDict:
   """B, Q and K from the training set's sizes (the module docstring's rules);
-  `group_pairs=False`: a pair a row (Q = 1)."""
+  `group_pairs=False`: a pair a row (Q = 1); `exact_ranks`: the exact rank,
+  at `exact_learning_rate`, where K would cover every negative."""
   num_pos = np.diff(train.label_indptr)
   num_pos = num_pos[num_pos > 0]
   Q = int(math.ceil(num_pos.mean())) + 1 if num_pos.size and group_pairs else 1
@@ -70,6 +78,9 @@ def fit(c: ml_collections.ConfigDict, train, steps_per_epoch: int = STEPS_PER_EP
   c.train.batch_size = int(np.clip(2 ** round(math.log2(max(rows / steps_per_epoch, 1))),
                                    min_batch, MAX_BATCH))
   c.loss.num_draws = max(1, min(train.num_labels - 1, max_draws))
+  if exact_ranks and train.num_labels - 1 <= max_draws:
+    c.loss.kind = 'exact'
+    c.optim.learning_rate = exact_learning_rate
   return c
 
 

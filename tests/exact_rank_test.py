@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import helpers
 from wsabie_jax.core import model
 from wsabie_jax.wsabie import exact_rank
 from wsabie_jax.wsabie import warp
@@ -16,17 +17,10 @@ def test_chunks_equal_the_full_matrix(score, chunk, rank_weights):
   """Loss and gradients (image and every label row, the positive's included)
   equal those of warp.exact_rank_loss on all Y scores at once; a chunk size
   that does not divide Y = 11 pads, and positives never count as violators."""
-  rng = np.random.default_rng(0)
-  B, Y, D, P = 6, 11, 4, 3
-  image = jnp.asarray(rng.normal(0, 1, (B, D)), jnp.float32)
-  W = jnp.asarray(rng.normal(0, 1, (Y, D)), jnp.float32)
-  pos = np.full((B, P), Y, np.int32)
-  for b in range(B):
-    n = rng.integers(1, P + 1)
-    pos[b, :n] = np.sort(rng.choice(Y, n, replace=False))
+  B, Y = 6, 11
+  image, W, pos, mask = helpers.ranking_problem(0, B, Y, 4, 3)
   label = jnp.asarray(pos[:, 0])
   weight = jnp.asarray([1, 1, 0.5, 1, 0, 1], jnp.float32)
-  mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], pos].set(True)[:, :-1]
 
   def full(x, W):
     scores = model.score_all(x, W, score)

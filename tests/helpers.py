@@ -1,4 +1,8 @@
-"""Test shorthands: a WSABIE StepConfig from flat keyword arguments."""
+"""Test shorthands: a WSABIE StepConfig from flat keyword arguments; a random
+ranking problem."""
+import jax.numpy as jnp
+import numpy as np
+
 from wsabie_jax.wsabie import step as step_lib
 
 _MODEL = {'dim', 'max_norm', 'score', 'matmul_precision', 'init_std', 'tables'}
@@ -15,3 +19,17 @@ def step_config(num_labels: int, *, loss: str = 'warp', optimizer: str = 'sgd',
       loss=step_lib.LossConfig(kind=loss, **fields),
       optim=step_lib.OptimConfig(kind=optimizer, learning_rate=learning_rate,
                                  adagrad_init=adagrad_init, l2=l2))
+
+
+def ranking_problem(seed: int, B: int, Y: int, D: int, P: int):
+  """(images B×D, W Y×D, positives B×P sorted and padded with Y (1 to P an
+  image), their mask B×Y), normal entries."""
+  rng = np.random.default_rng(seed)
+  image = jnp.asarray(rng.normal(0, 1, (B, D)), jnp.float32)
+  W = jnp.asarray(rng.normal(0, 1, (Y, D)), jnp.float32)
+  pos = np.full((B, P), Y, np.int32)
+  for b in range(B):
+    n = rng.integers(1, P + 1)
+    pos[b, :n] = np.sort(rng.choice(Y, n, replace=False))
+  mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], pos].set(True)[:, :-1]
+  return image, W, pos, mask

@@ -1,5 +1,7 @@
 """The panel suite's pieces that need no LightFM: reading a panel entry, the
 data-agnostic config's rules, the ratio table."""
+import copy
+
 import pytest
 
 from wsabie_jax import config as config_lib
@@ -30,7 +32,7 @@ def test_panel_entries(tmp_path):
 
 
 def test_data_agnostic_config_follows_the_data(tmp_path):
-  """K = min(Y − 1, 100), Q = ⌈mean positives⌉ + 1, B the power of two
+  """K = min(Y − 1, 100) (the exact rank where that is every negative), Q = ⌈mean positives⌉ + 1, B the power of two
   nearest rows/6 within [128, 1024]."""
   config = config_lib.load(f'configs/wsabie_mulan.py:{_mulan_folder(tmp_path)}')
   train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, 3.5 positives an image, at most 5
@@ -38,8 +40,13 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
   assert config.train.positives_per_row == 5  # a row an image
   assert config.train.batch_size == 512  # 90% of 4,500 rows / 6 = 675 → 512
   module = config_lib.load_module('configs/wsabie_mulan.py')
-  few = module.fit(config, train, steps_per_epoch=10_000, max_draws=1000)
+  assert (config.loss.kind, config.optim.learning_rate) == ('warp', 0.01)  # Y − 1 > 100 draws
+  few = module.fit(copy.deepcopy(config), train, steps_per_epoch=10_000, max_draws=1000)
+  # K would draw every negative: the exact rank instead, at its own rate.
   assert (few.train.batch_size, few.loss.num_draws) == (128, 373)
+  assert (few.loss.kind, few.optim.learning_rate) == ('exact', module.EXACT_LEARNING_RATE)
+  drawn = module.fit(copy.deepcopy(config), train, max_draws=1000, exact_ranks=False)
+  assert (drawn.loss.kind, drawn.optim.learning_rate) == ('warp', 0.01)
   assert module.fit(config, train, steps_per_epoch=10_000, min_batch=16).train.batch_size == 16
   assert module.fit(config, train, steps_per_epoch=1).train.batch_size == 1024
 

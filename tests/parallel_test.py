@@ -15,7 +15,8 @@ from wsabie_jax.data import batching, synthetic
 @pytest.mark.parametrize('loss,optimizer,sampler,tables', [
     ('warp', 'adagrad', 'uniform', 'auto'), ('warp', 'adagrad', 'uniform', 'rows'),
     ('warp', 'sgd', 'uniform', 'whole'), ('auc', 'sgd', 'uniform', 'auto'),
-    ('warp', 'adagrad', 'adaptive', 'auto'), ('auc', 'sgd', 'adaptive', 'rows')])
+    ('warp', 'adagrad', 'adaptive', 'auto'), ('auc', 'sgd', 'adaptive', 'rows'),
+    ('exact', 'adagrad', 'uniform', 'auto'), ('exact', 'sgd', 'uniform', 'rows')])
 def test_four_devices_match_one(loss, optimizer, sampler, tables):
   """Gathered rows are all-gathered, tables read whole (wsabie/tables.py) summed;
   'auto' reads the labels whole here (Y 60 ≤ 8·(K+1))."""

@@ -1,5 +1,6 @@
 """Reading a table whole by matmuls (wsabie/tables.py) is the gathered-rows update."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -8,6 +9,7 @@ from wsabie_jax.core import model
 from wsabie_jax.data import batching, synthetic
 from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.wsabie import tables
+from wsabie_jax.wsabie import warp
 
 Y, d = 40, 120
 
@@ -25,8 +27,11 @@ def test_auto_reads_whole_only_where_cheaper_and_possible():
   assert tables.choose(_cfg(tables='whole'), 64, 1, 10**6) == tables.Whole(True, True)
   assert tables.choose(_cfg(tables='labels'), 64, 1, 10**6) == tables.Whole(True, False)
   assert tables.choose(_cfg(tables='features'), 64, 1, 10**6) == tables.Whole(False, True)
-  for kw in (dict(tables='rows'), dict(score='neg_euclidean'), dict(l2=0.01), dict(loss='exact')):
+  for kw in (dict(tables='rows'), dict(score='neg_euclidean'), dict(l2=0.01)):
     assert tables.choose(_cfg(**kw), 64, 640, 20) == tables.Whole(False, False), kw
+  # The exact rank scores every label either way: whole up to a chunk's worth.
+  assert tables.choose(_cfg(loss='exact'), 64, 640, 300) == tables.Whole(True, False)
+  assert not tables.choose(_cfg(loss='exact', label_chunk=16), 64, 640, 300).labels
 
 
 OBJECTIVES = {
@@ -66,6 +71,61 @@ def test_each_table_read_whole_gives_the_gathered_update(objective, whole):
       assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6), k
   start = _grown(step_lib.init_state(jax.random.PRNGKey(0), d, cfg).params)
   assert np.abs(np.asarray(other.params.W_YxD) - np.asarray(start.W_YxD)).max() > 1e-3
+
+
+def test_exact_rank_read_whole_equals_the_full_matrix():
+  """tables.exact_label_grads against autodiff of warp.exact_rank_loss on
+  S = images·Wᵀ, each row's Q pairs (padding weighted 0) summed: loss,
+  ∂/∂images, ∂/∂W, and each W row's Adagrad term Σ_b (∂/∂S_by)²·mean(image_b²)."""
+  Q, Yl = 2, 13
+  image, W, pos, mask = helpers.ranking_problem(0, 7, Yl, 5, 3)
+  label = pos[:, :Q].copy()
+  weight = np.where(label < Yl, 1.0, 0.0).astype(np.float32)
+  label = np.where(label < Yl, label, 0).astype(np.int32)
+  weight[2, 0] = 0.5
+
+  def full_of_scores(S):
+    return sum(jnp.sum(weight[:, q] * warp.exact_rank_loss(S, jnp.asarray(label[:, q]), mask, Yl,
+                                                           'harmonic', 0.5)) for q in range(Q))
+
+  def full(x, W):
+    return full_of_scores(x @ W.T)
+
+  want_loss, (want_dx, want_dW) = jax.value_and_grad(full, (0, 1))(image, W)
+  dS = jax.grad(full_of_scores)(image @ W.T)
+  want_sq = jnp.square(dS).T @ jnp.mean(jnp.square(image), -1)
+  loss, dx, dW = tables.exact_label_grads(W, image, jnp.asarray(label), jnp.asarray(weight),
+                                          jnp.asarray(pos), rank_weights='harmonic', margin=0.5)
+  assert float(want_loss) > 0
+  np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
+  np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(dW.grad_NxD, want_dW, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(dW.sq_N, want_sq, rtol=1e-4, atol=1e-6)
+  np.testing.assert_array_equal(dW.touched_N, np.any(np.asarray(dS) != 0, 0))
+
+
+def test_exact_rank_read_whole_gives_the_chunked_update():
+  """With SGD (no Adagrad terms, whose pieces the two paths cut differently)
+  five exact-rank steps reading the labels whole equal the chunked rows path."""
+  ds = synthetic.generate(synthetic.SyntheticSpec(num_labels=Y, num_features=d, nnz=6), 300)
+  stream = batching.PairStream(ds, 32, 0, positives_per_row=2)
+  runs = []
+  for kind in ('rows', 'labels'):
+    cfg = _cfg(tables=kind, loss='exact', optimizer='sgd', label_chunk=16)
+    state = step_lib.init_state(jax.random.PRNGKey(0), d, cfg)
+    state = state._replace(params=_grown(state.params))
+    step, losses = step_lib.make_train_step(cfg), []
+    for s in range(5):
+      state, st = step(state, jax.device_put(stream.batch(s)))
+      losses.append(float(st['loss']))
+    runs.append((state, losses))
+  (rows, rows_loss), (whole, whole_loss) = runs
+  assert min(rows_loss) > 0
+  np.testing.assert_allclose(whole_loss, rows_loss, rtol=1e-5)
+  for a, b in zip(jax.tree.leaves(rows), jax.tree.leaves(whole)):
+    np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=2e-5, atol=2e-6)
+  start = _grown(step_lib.init_state(jax.random.PRNGKey(0), d, cfg).params)
+  assert np.abs(np.asarray(whole.params.W_YxD) - np.asarray(start.W_YxD)).max() > 1e-3
 
 
 def _grown(params):

@@ -44,11 +44,13 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
   `l2` adds λ·row to each occurrence's gradient (paper 003's regularisation,
   applied as its per-example SGD would: only to the rows an example touches).
 
-  `dense` (default: R ≥ N) sums the pieces per row into an N×D buffer and
-  projects the touched rows of the whole table. It is the same update, and
-  still O(R·D) since N ≤ R; it pays off when rows repeat many times (the
-  visual-word table at web scale: B·F = 180k pieces on 10k rows), where
-  re-reading and re-writing every repeated row to project it dominated the step.
+  `dense` (default: R ≥ N) projects by one pass over the whole table, masked
+  to the touched rows, instead of gathering and re-writing each of the R
+  pieces' rows: the same update, and still O(R·D) since N ≤ R; it pays off
+  when rows repeat many times (the visual-word table at web scale: B·F = 180k
+  pieces on 10k rows), where re-reading and re-writing every repeated row to
+  project it dominated the step. Either way the pieces, scaled by their row's
+  Adagrad rate, are added into the table in place (no N×D buffer of sums).
 
   `sq_R`: each piece's mean squared gradient, where the caller has it without
   reading the pieces (RowPieces.sq_R); ignored with l2, which changes them.
@@ -62,18 +64,15 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
     dense = rows_R.shape[0] >= num_rows
   if sq_R is None or l2:
     sq_R = jnp.mean(jnp.square(grads_RxD), axis=-1)
-  if dense:
-    grad_NxD = jax.ops.segment_sum(grads_RxD, rows_R, num_segments=num_rows)
-    return update_dense(table_NxD, acc_N, DenseGrad(
-        grad_NxD, jnp.zeros((num_rows,)).at[rows_R].add(sq_R),
-        jnp.zeros((num_rows,), bool).at[rows_R].set(True)),
-        learning_rate=learning_rate, optimizer=optimizer, max_norm=max_norm, eps=eps)
   if optimizer == 'adagrad':
     acc_N = acc_N.at[rows_R].add(sq_R)
   step_RxD = learning_rate * grads_RxD
   if optimizer == 'adagrad':
     step_RxD = step_RxD / (jnp.sqrt(acc_N[rows_R]) + eps)[:, None]
   table_NxD = table_NxD.at[rows_R].add(-step_RxD)
+  if dense:
+    touched_N = jnp.zeros((num_rows,), bool).at[rows_R].set(True)
+    return jnp.where(touched_N[:, None], model.project_rows(table_NxD, max_norm), table_NxD), acc_N
   projected_RxD = model.project_rows(table_NxD[rows_R], max_norm)
   return table_NxD.at[rows_R].set(projected_RxD), acc_N
 

@@ -277,4 +277,13 @@ ROUND_5 = [
     {'knobs': {'min_batch': 256}},
     {'knobs': {'min_batch': 256}, 'overrides': {'optim.learning_rate': 0.02}},
 ]
-SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5}
+# Round 6, on the sets whose K covers every negative (Y − 1 ≤ 100): the exact
+# rank there (every label scored, its violators counted: eq. (6) with (7)) for
+# K draws, at the draws' rate and either side of it.
+ROUND_6 = [
+    {'knobs': {'exact_ranks': False}},
+    {'knobs': {'exact_learning_rate': 0.01}},
+    {'knobs': {'exact_learning_rate': 0.02}},
+    {'knobs': {'exact_learning_rate': 0.005}},
+]
+SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6}

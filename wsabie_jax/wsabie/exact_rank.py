@@ -12,6 +12,9 @@ never B×Y. Two passes over the chunks (each a `lax.scan`):
 It gives what `warp.exact_rank_loss` gives on the full B×Y matrix
 (tests/exact_rank_test.py) and keeps Remark 1's top-of-list weighting exactly,
 which a fixed budget K ≪ Y does not (README "What the fixed budget does").
+Where one chunk holds every label (Y ≤ label_chunk, dot scores) the step
+reads the labels whole instead (tables.exact_label_grads: one B×Y matmul,
+the slopes by two more).
 """
 from __future__ import annotations
 

@@ -158,21 +158,31 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
 
 def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
   """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)
-  time, O(B·C) memory in chunks of C = loss.label_chunk labels (exact_rank.py).
-  A row's Q pairs are scored as Q rows of one pair."""
+  time. Labels read whole (tables.choose: Y ≤ loss.label_chunk, dot scores)
+  by one B×Y matmul (tables.exact_label_grads); otherwise O(B·C) memory in
+  chunks of C = loss.label_chunk labels (exact_rank.py), a row's Q pairs
+  scored as Q rows of one pair."""
   V, W = params
   batch = by_row(batch)
   B, Q = batch['label_BxQ'].shape
-  image_BxD, V_grads_of = tables.embed(V, batch, B, whole=False)
-  per_pair = lambda x: jnp.repeat(x, Q, axis=0)
-  loss, g_image_PxD, gW = exact_rank.row_grads(
-      per_pair(image_BxD), W, batch['label_BxQ'].reshape(-1), per_pair(batch['pos_BxP']),
-      batch['weight_BxQ'].reshape(-1), score=cfg.model.score, rank_weights=cfg.loss.rank_weights,
-      margin=cfg.loss.margin, chunk=min(cfg.loss.label_chunk, cfg.num_labels))
-  g_image_BxD = g_image_PxD.reshape(B, Q, -1).sum(1)
-  grads = RowGrads(V_grads_of(g_image_BxD), row_optim.RowPieces(jnp.arange(cfg.num_labels), gW))
-  return grads, {'loss': loss, 'pairs': jnp.sum(batch['weight_BxQ'] > 0),
-                 'nonfinite': jnp.sum(~jnp.isfinite(image_BxD))}
+  whole = tables.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
+  image_BxD, V_grads_of = tables.embed(V, batch, B, whole.features)
+  if whole.labels:
+    loss, g_image_BxD, gW = tables.exact_label_grads(
+        W, image_BxD, batch['label_BxQ'], batch['weight_BxQ'], batch['pos_BxP'],
+        rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin)
+  else:
+    per_pair = lambda x: jnp.repeat(x, Q, axis=0)
+    loss, g_image_PxD, gW_YxD = exact_rank.row_grads(
+        per_pair(image_BxD), W, batch['label_BxQ'].reshape(-1), per_pair(batch['pos_BxP']),
+        batch['weight_BxQ'].reshape(-1), score=cfg.model.score,
+        rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin,
+        chunk=min(cfg.loss.label_chunk, cfg.num_labels))
+    g_image_BxD = g_image_PxD.reshape(B, Q, -1).sum(1)
+    gW = row_optim.RowPieces(jnp.arange(cfg.num_labels), gW_YxD)
+  return RowGrads(V_grads_of(g_image_BxD), gW), {
+      'loss': loss, 'pairs': jnp.sum(batch['weight_BxQ'] > 0),
+      'nonfinite': jnp.sum(~jnp.isfinite(image_BxD))}
 
 
 def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
@@ -225,13 +235,22 @@ def local_train_step(cfg: StepConfig):
   all-gathered and every replica applies the same update. The draws are the
   single-device step's, sliced, so N devices give the parameters one gives.
   """
-  if cfg.loss.kind == 'exact':
-    raise ValueError("the exact-rank reference (loss kind='exact') has no per-device step")
+  if (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
+      and not tables.choose(cfg, 1, 1, 1).labels):
+    # Each device's label pieces would be its slice's per-row sums, whose
+    # Adagrad terms differ from the whole batch's.
+    raise ValueError("loss kind='exact' with Adagrad on several devices needs the labels read "
+                     "whole (model.tables 'auto', 'labels' or 'whole'; Y ≤ loss.label_chunk)")
   axis = parallel.AXIS
 
   @precision.with_precision(cfg.model.matmul_precision)
   def local_step(state: TrainState, batch: dict):
     batch = by_row(packing.from_padded(batch))
+    if cfg.loss.kind == 'exact':
+      grads, stats = exact_row_grads(cfg, state.params, batch)
+      grads = RowGrads(*(parallel.combine(g) for g in grads))
+      stats = jax.tree.map(lambda s: jax.lax.psum(s, axis), stats)
+      return apply_row_grads(cfg, state, grads), stats
     rows = batch['label_BxQ'].shape[0]
     # The global batch's draws (their uniforms), then this device's rows of them.
     num_pos_B = jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True)

@@ -18,8 +18,12 @@ is read and updated whole:
 
 It is the same update (row_optim.update_dense keeps each piece's Adagrad
 term and steps and projects only the rows the batch named), up to float
-summation order. With dot scores and no l2 only: each piece's gradient is then
-a slope times a row, so its Adagrad term is a product too.
+summation order. With dot scores and no l2 only: each piece's gradient is
+then a slope times a row, so its Adagrad term is a product too.
+
+The exact rank (loss.kind 'exact', eq. (6) with (7)) reads the labels whole
+the same way (`exact_label_grads`): S holds every label's score, so each
+pair's violators are counted, not drawn.
 `model.tables` chooses: 'rows', 'whole' (both), 'labels', 'features', or
 'auto' (`choose`).
 """
@@ -31,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from wsabie_jax.core import model, row_optim
+from wsabie_jax.wsabie import warp
 from wsabie_jax.wsabie.settings import StepConfig
 
 # 'auto' reads a table whole where that measured faster on 2 CPU cores (D 128,
@@ -51,8 +56,11 @@ class Whole(NamedTuple):
 def choose(cfg: StepConfig, batch_size: int, num_slots: int, num_features: int) -> Whole:
   """Which tables this step reads whole (static: from shapes and settings)."""
   kind = cfg.model.tables
-  if kind == 'rows' or cfg.model.score != 'dot' or cfg.optim.l2 or cfg.loss.kind == 'exact':
+  if kind == 'rows' or cfg.model.score != 'dot' or cfg.optim.l2:
     return Whole(False, False)
+  if cfg.loss.kind == 'exact' and kind == 'auto':  # every label scored either way
+    return Whole(cfg.num_labels <= cfg.loss.label_chunk,
+                 batch_size * num_features <= FEATURES_PER_NONZERO * num_slots)
   if kind != 'auto':  # 'whole', 'labels' or 'features'
     return Whole(kind in ('whole', 'labels'), kind in ('whole', 'features'))
   # B·(K+1) label pieces gathered vs three B×Y products (scores, C·W, Cᵀ·images);
@@ -110,3 +118,31 @@ def label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array,
           .at[neg_BxM].add(jnp.square(slope_BxM) * sq_Bx1))
   touched_Y = jnp.zeros((Y,), bool).at[label_BxQ].set(True).at[neg_BxM].set(True)
   return loss, C_BxY @ W_YxD, row_optim.DenseGrad(C_BxY.T @ image_BxD, sq_Y, touched_Y)
+
+
+def exact_label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array,
+                      weight_BxQ: jax.Array, pos_BxP: jax.Array, *, rank_weights: str,
+                      margin: float):
+  """(loss, ∂/∂images_BxD, W's DenseGrad) of eq. (6) with the exact rank (7)
+  for every pair (b, q): each of its r violators ȳ weighed L(r)/r, read off
+  S = images·Wᵀ (warp.exact_rank_loss, by matmul). The rank is a count: not
+  differentiated. A row's slopes on label y, summed over its Q pairs, are one
+  piece of W_y (Adagrad: slope²·mean(image_b²))."""
+  Y = W_YxD.shape[0]
+  S_BxY = image_BxD @ W_YxD.T
+  pos_BxQ = jnp.take_along_axis(S_BxY, label_BxQ, 1)
+  label_Y = jnp.arange(Y, dtype=pos_BxP.dtype)
+  negative_BxY = ~jnp.any(label_Y[None, :, None] == pos_BxP[:, None, :], axis=2)
+  hinge_BxQxY = jnp.where(negative_BxY[:, None],
+                          warp.hinge(pos_BxQ[..., None], S_BxY[:, None], margin), 0.0)
+  violates_BxQxY = hinge_BxQxY > 0
+  rank_BxQ = jnp.sum(violates_BxQxY, axis=2)
+  w_BxQ = weight_BxQ * warp.rank_loss(rank_BxQ, Y, rank_weights) / jnp.maximum(rank_BxQ, 1)
+  # ∂loss/∂S: +w on each violator's score, −w·r on the positive's.
+  C_BxY = (jnp.einsum('bq,bqy->by', w_BxQ, violates_BxQxY.astype(w_BxQ.dtype))
+           - jnp.einsum('bq,bqy->by', w_BxQ * rank_BxQ,
+                        (label_BxQ[..., None] == label_Y).astype(w_BxQ.dtype)))
+  # Σ w·Σ_viol (margin − f_y + f_ȳ) = Σ C·S + margin·Σ w·r: a B×Y sum, not B×Q×Y.
+  loss = jnp.sum(C_BxY * S_BxY) + margin * jnp.sum(w_BxQ * rank_BxQ)
+  sq_Y = jnp.square(C_BxY).T @ jnp.mean(jnp.square(image_BxD), -1)
+  return loss, C_BxY @ W_YxD, row_optim.DenseGrad(C_BxY.T @ image_BxD, sq_Y, jnp.any(C_BxY != 0, 0))
