@@ -155,7 +155,7 @@ class PairStream:
   # arrays go to the device once; a step's batch is gathered there from its ids.
   def ids(self, step: int) -> np.ndarray:
     """The row ids of batch `step` (the epoch's permutation, as `batch`)."""
-    return self.order.ids(step).astype(np.int32)
+    return self.ids_block(step, 1)[0]
 
   def ids_block(self, first: int, n: int) -> np.ndarray:
     """`ids` of n batches from `first`, n×B (a call's, built at once)."""
@@ -201,7 +201,7 @@ class ImageStream:
     return self.gather(self.table(), self.ids(step), np)
 
   def ids(self, step: int) -> np.ndarray:
-    return self.order.ids(step).astype(np.int32)
+    return self.ids_block(step, 1)[0]
 
   def ids_block(self, first: int, n: int) -> np.ndarray:
     return self.order.ids_block(first, n).astype(np.int32)

@@ -15,7 +15,6 @@ from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
 from wsabie_jax.training.method import Method
 from wsabie_jax.wsabie import step as step_lib
-from wsabie_jax.wsabie import tables
 
 SECTIONS = ('model', 'loss', 'optim')
 
@@ -64,17 +63,8 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       init_state=lambda: init_state(config, train.num_features, train.num_labels),
       stream=stream, mesh=mesh, vocabulary=common.vocabulary(train),
       pure_step=lambda state, batch: step_lib.train_step(cfg, state, batch),
-      local_step=_local_step(cfg))
-
-
-def _local_step(cfg: step_lib.StepConfig):
-  """The per-device step, or None where a step's update depends on how the
-  batch is split (the exact rank's label rows gathered under Adagrad): the
-  step then runs whole on every device."""
-  if (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
-      and not tables.choose(cfg, 1, 1, 1).labels):
-    return None
-  return step_lib.local_train_step(cfg)
+      # Without a per-device step the step runs whole on every device (GSPMD).
+      local_step=step_lib.local_train_step(cfg) if step_lib.has_local_step(cfg) else None)
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict) -> step_lib.TrainState:

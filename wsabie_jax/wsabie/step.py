@@ -227,6 +227,14 @@ def make_train_step(cfg: StepConfig):
   return jax.jit(lambda state, batch: train_step(cfg, state, batch), donate_argnums=0)
 
 
+def has_local_step(cfg: StepConfig) -> bool:
+  """Whether N devices' slices of a batch give one device's update: not for
+  the exact rank's label rows gathered under Adagrad (each device's pieces
+  would be its slice's per-row sums, whose Adagrad terms differ)."""
+  return not (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
+              and not tables.choose(cfg, 1, 1, 1).labels)
+
+
 def local_train_step(cfg: StepConfig):
   """The per-device step of data parallelism (under shard_map, axis parallel.AXIS).
 
@@ -235,10 +243,7 @@ def local_train_step(cfg: StepConfig):
   all-gathered and every replica applies the same update. The draws are the
   single-device step's, sliced, so N devices give the parameters one gives.
   """
-  if (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
-      and not tables.choose(cfg, 1, 1, 1).labels):
-    # Each device's label pieces would be its slice's per-row sums, whose
-    # Adagrad terms differ from the whole batch's.
+  if not has_local_step(cfg):
     raise ValueError("loss kind='exact' with Adagrad on several devices needs the labels read "
                      "whole (model.tables 'auto', 'labels' or 'whole'; Y ≤ loss.label_chunk)")
   axis = parallel.AXIS

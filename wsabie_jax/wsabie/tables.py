@@ -58,15 +58,14 @@ def choose(cfg: StepConfig, batch_size: int, num_slots: int, num_features: int) 
   kind = cfg.model.tables
   if kind == 'rows' or cfg.model.score != 'dot' or cfg.optim.l2:
     return Whole(False, False)
-  if cfg.loss.kind == 'exact' and kind == 'auto':  # every label scored either way
-    return Whole(cfg.num_labels <= cfg.loss.label_chunk,
-                 batch_size * num_features <= FEATURES_PER_NONZERO * num_slots)
   if kind != 'auto':  # 'whole', 'labels' or 'features'
     return Whole(kind in ('whole', 'labels'), kind in ('whole', 'features'))
-  # B·(K+1) label pieces gathered vs three B×Y products (scores, C·W, Cᵀ·images);
   # N feature pieces vs two B×d products (X·V, Xᵀ·∂/∂images).
-  return Whole(cfg.num_labels <= LABELS_PER_DRAW * (cfg.draws_per_pair + 1),
-               batch_size * num_features <= FEATURES_PER_NONZERO * num_slots)
+  features = batch_size * num_features <= FEATURES_PER_NONZERO * num_slots
+  if cfg.loss.kind == 'exact':  # every label scored either way: whole up to a chunk
+    return Whole(cfg.num_labels <= cfg.loss.label_chunk, features)
+  # B·(K+1) label pieces gathered vs three B×Y products (scores, C·W, Cᵀ·images).
+  return Whole(cfg.num_labels <= LABELS_PER_DRAW * (cfg.draws_per_pair + 1), features)
 
 
 def embed(V_dxD: jax.Array, batch: dict, batch_size: int,
