@@ -84,6 +84,15 @@ def test_first_violator_is_a_violator_and_rank_estimate_is_floor():
   assert np.all(weight[~found] == 0)
 
 
+def test_first_true_is_any_and_argmax():
+  mask = np.random.default_rng(0).random((3, 50, 7)) < 0.15  # rows with none included
+  mask[0, 0] = False
+  found, index = warp.first_true(jnp.asarray(mask))
+  np.testing.assert_array_equal(found, mask.any(-1))
+  np.testing.assert_array_equal(index, mask.argmax(-1))  # 0 where none, as argmax
+  assert (~mask.any(-1)).any() and mask.any(-1).any()
+
+
 def test_margin_zero_counts_ties_as_paper_001():
   """Paper 001 samples until f_ȳ ≥ f_y (no margin): at margin 0 a tie violates;
   at margin 1 (paper 000, Alg. 1 l. 11) a draw must beat f_y − 1 strictly."""

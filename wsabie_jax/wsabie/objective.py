@@ -31,8 +31,7 @@ def adaptive_negatives(cfg, sampler, image_BxD, batch, u_BxK):
 def first_valid_draw(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
   """AUC (paper 000 Table 5; paper 003 Alg. 1 l. 20): the plain hinge against
   the first draw that is not a positive, counted when it violates."""
-  first = jnp.argmax(valid_K)
-  found = jnp.any(valid_K)
+  found, first = warp.first_true(valid_K)
   if cfg.loss.pairwise == 'hinge':  # the logistic loss has no zero region: every draw counts
     found &= warp.violates(pos_score, neg_scores_K[first], cfg.loss.margin)
   return first[None], found.astype(jnp.float32)[None], (found, first + 1)

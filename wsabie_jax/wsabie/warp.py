@@ -44,6 +44,17 @@ class Violators(NamedTuple):
   violates_BxK: jax.Array  # every draw that violates the margin (within the budget)
 
 
+def first_true(mask_K: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(any, the first True's position or 0 when none) along the last axis: as
+  jnp.any and jnp.argmax, but one min-reduce, which XLA:CPU vectorizes where
+  argmax's (value, index) reduce runs element by element (Corel5k, 512×5×100
+  draws: 410 µs of a 4 ms step)."""
+  K = mask_K.shape[-1]
+  first = jnp.min(jnp.where(mask_K, jnp.arange(K, dtype=jnp.int32), K), axis=-1)
+  found = first < K
+  return found, jnp.where(found, first, 0)
+
+
 def find_violator(pos_score: jax.Array, neg_scores_K: jax.Array, num_negatives: jax.Array,
                   valid_K: jax.Array, *, num_labels: int, rank_weights: str = 'harmonic',
                   rank_estimate: str = 'first_violator', margin: float = 1.0) -> Violators:
@@ -58,8 +69,7 @@ def find_violator(pos_score: jax.Array, neg_scores_K: jax.Array, num_negatives: 
   num_draws = neg_scores_K.shape[0]
   in_budget_K = jnp.arange(num_draws) < num_negatives
   violates_K = violates(pos_score, neg_scores_K, margin) & in_budget_K & valid_K
-  found = jnp.any(violates_K)
-  index = jnp.argmax(violates_K)
+  found, index = first_true(violates_K)
   num_trials = jnp.where(found, index + 1, num_draws + 1)
   num_neg = num_negatives.astype(jnp.float32)
   if rank_estimate == 'first_violator':  # rank ≈ ⌊(Y−1)/N⌋, §3
