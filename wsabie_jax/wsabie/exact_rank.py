@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax.core import model
+from wsabie_jax.core import model, samplers
 from wsabie_jax.wsabie import warp
 
 
@@ -49,7 +49,7 @@ def row_grads(image_BxD: jax.Array, W_YxD: jax.Array, label_B: jax.Array, pos_Bx
   def hinges(image_BxD, W_pos_BxD, W_CxD, ids_C, real_C):
     pos_score_B = model.score(image_BxD, W_pos_BxD[:, None], score)[:, 0]
     s_BxC = model.score_all(image_BxD, W_CxD, score)
-    negative_BxC = real_C[None, :] & ~jnp.any(ids_C[None, :, None] == pos_BxP[:, None, :], axis=2)
+    negative_BxC = real_C[None, :] & ~samplers.is_positive(jnp.broadcast_to(ids_C, s_BxC.shape), pos_BxP)
     return jnp.where(negative_BxC, warp.hinge(pos_score_B[:, None], s_BxC, margin), 0.0)
 
   def count(rank_B, xs):

@@ -232,7 +232,7 @@ def has_local_step(cfg: StepConfig) -> bool:
   the exact rank's label rows gathered under Adagrad (each device's pieces
   would be its slice's per-row sums, whose Adagrad terms differ)."""
   return not (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
-              and not tables.choose(cfg, 1, 1, 1).labels)
+              and not tables.choose(cfg, 1, 1, 1).labels)  # exact's label choice reads no shapes
 
 
 def local_train_step(cfg: StepConfig):

@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax.core import model, row_optim
+from wsabie_jax.core import model, row_optim, samplers
 from wsabie_jax.wsabie import warp
 from wsabie_jax.wsabie.settings import StepConfig
 
@@ -131,7 +131,7 @@ def exact_label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Arr
   S_BxY = image_BxD @ W_YxD.T
   pos_BxQ = jnp.take_along_axis(S_BxY, label_BxQ, 1)
   label_Y = jnp.arange(Y, dtype=pos_BxP.dtype)
-  negative_BxY = ~jnp.any(label_Y[None, :, None] == pos_BxP[:, None, :], axis=2)
+  negative_BxY = ~samplers.is_positive(jnp.broadcast_to(label_Y, S_BxY.shape), pos_BxP)
   hinge_BxQxY = jnp.where(negative_BxY[:, None],
                           warp.hinge(pos_BxQ[..., None], S_BxY[:, None], margin), 0.0)
   violates_BxQxY = hinge_BxQxY > 0
