@@ -43,6 +43,7 @@ def test_packed_batches_embed_as_padded_ones(packs):
     device = jax.jit(functools.partial(stream.gather, budget=stream.budget(ids[None])))(table, ids)
     for k in host:
       np.testing.assert_array_equal(np.asarray(device[k]), host[k], err_msg=k)
+      assert device[k].dtype == host[k].dtype, k
     got, _ = model.embed_packed(V, host, 16)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
     # rows never decrease within a pack (a sorted segment sum), padding adds 0
@@ -50,6 +51,13 @@ def test_packed_batches_embed_as_padded_ones(packs):
     real = np.diff(ds.feat_indptr)[img].reshape(packs, -1).sum(1)
     for s in range(packs):
       assert np.all(host['feat_val_SxN'][s, real[s]:] == 0)
+  # a call's batches planned at once are each batch's plan (packing.plan, x×S×N)
+  ids_xB = stream.ids_block(0, 30)
+  planned = stream.plan(ids_xB, stream.budget(ids_xB))
+  for step in (0, 13, 29):
+    one = stream.plan(ids_xB[step:step + 1], stream.budget(ids_xB))
+    for k in planned:
+      np.testing.assert_array_equal(planned[k][step], one[k][0], err_msg=k)
 
 
 def test_budget_is_near_the_mean_not_the_longest_and_grows_by_classes():

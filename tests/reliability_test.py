@@ -37,6 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
     ('train.bogus', 1, "config.train: unknown field(s) ['bogus']; valid: ['batch_size'"),
     ('data.validation_fraction', 1.0, 'config.data.validation_fraction=1.0 must be in [0, 1)'),
     ('eval.ks', (0, 5), 'config.eval.ks=(0, 5) must be positive ranks'),
+    ('train.plan_packs', 'gpu', "config.train.plan_packs='gpu' is not one of"),
 ])
 def test_bad_config_value_is_one_line_and_creates_no_workdir(tmp_path, field, value, says):
   config = _tiny_config()
@@ -70,7 +71,8 @@ def test_unknown_override_key_is_one_line_listing_the_valid_ones(tmp_path):
   assert out.stderr.strip().splitlines() == [
       "error: --config.train.bogus: config.train has no field 'bogus'; valid: batch_size, "
       'checkpoint_every_steps, deterministic, eval_every_steps, eval_subset, evals_per_budget, log_every_steps, '
-      'max_epochs_between_evals, max_seconds, max_steps, num_devices, num_epochs, patience, platform, '
+      'max_epochs_between_evals, max_seconds, max_steps, num_devices, num_epochs, patience, plan_packs, '
+      'platform, '
       'positives_per_row, probe_pairs, select_metric, steps_per_call']
   assert not (tmp_path / 'run').exists()
 

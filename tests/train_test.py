@@ -77,12 +77,14 @@ def _final_state(method: str, config, workdir):
 
 @pytest.mark.parametrize('method,spec', [
     ('wsabie', 'wsabie_synthetic:small'), ('wsabie', 'adaptive'), ('wsabie', 'rows_of_3'),
+    ('wsabie', 'packs_on_device'),
     ('skipgram', 'skipgram_synthetic:proposed,small'), ('parts', 'parts_synthetic:shared,iw,small')])
 def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   """steps_per_call = 5 (a device-resident stream, lax.scan, calls cut at the
   validations every 7 steps) gives bit-identical parameters, optimiser state
   and sampler lists to one dispatch a step; and a run stopped mid-call (step 9)
-  and resumed equals both."""
+  and resumed equals both. Packs are planned on the host (CPU's 'auto') or,
+  'packs_on_device', built by the step from the ids (an accelerator's)."""
   if method == 'parts':
     from wsabie_jax.parts import wordnet
     try:
@@ -94,6 +96,9 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
     if spec == 'rows_of_3':  # rows of an image and 3 of its pairs, labels read whole
       c = _tiny_config(positives_per_row=3)
       c.model.tables = 'whole'
+    elif spec == 'packs_on_device':
+      c = _tiny_config()
+      c.train.plan_packs = 'device'
     else:
       c = _adaptive(_tiny_config()) if spec == 'adaptive' else tables.load(spec)
     c.train.update(max_steps=steps, eval_every_steps=7, checkpoint_every_steps=1000,
@@ -128,7 +133,8 @@ def assert_same_states(one, many, resumed):
 
 
 def test_device_stream_gathers_the_host_batches():
-  """The device-resident gather of a step's ids is the host stream's batch."""
+  """The device-resident gather of a step's ids, and of the host's plan of its
+  packs, is the host stream's batch."""
   from wsabie_jax.data import batching, synthetic
   ds = synthetic.generate(synthetic.SyntheticSpec(num_labels=30, num_features=100), 300)
   for stream in (batching.PairStream(ds, 32, 0), batching.PairStream(ds, 32, 0, positives_per_row=3),
@@ -137,10 +143,14 @@ def test_device_stream_gathers_the_host_batches():
     for step in (0, 7, 40):  # several epochs
       want = stream.batch(step)
       packed = {'budget': stream.budget(stream.ids(step)[None])} if hasattr(stream, 'budget') else {}
-      got = jax.jit(functools.partial(stream.gather, **packed))(table, stream.ids(step))
-      assert set(got) == set(want)
-      for k in want:
-        np.testing.assert_array_equal(np.asarray(got[k]), want[k])
+      got = [jax.jit(functools.partial(stream.gather, **packed))(table, stream.ids(step))]
+      if hasattr(stream, 'plan'):  # the host's plan of the packs, read on the device
+        planned = stream.plan(stream.ids(step)[None], packed['budget'])
+        got.append(jax.jit(stream.gather_planned)(table, jax.tree.map(lambda a: a[0], planned)))
+      for g in got:
+        assert set(g) == set(want)
+        for k in want:
+          np.testing.assert_array_equal(np.asarray(g[k]), want[k])
 
 
 def test_early_stopping_keeps_best_checkpoint(tmp_path):

@@ -93,6 +93,8 @@ def train(**overrides) -> ml_collections.ConfigDict:
       platform='',               # '' the default backend's devices | 'cpu' | 'gpu' | 'tpu'
       steps_per_call=16,         # steps a dispatch (one lax.scan; training/dispatch.py);
                                  # 1: one dispatch a step, batches built on the host
+      plan_packs='auto',         # where a call's packed non-zeros are planned: 'host',
+                                 # 'device', or 'auto' (the host where the devices are CPUs)
       deterministic=False,       # GPU: XLA's deterministic ops, so a resumed run equals an
                                  # uninterrupted one bit for bit; costs ~18× step time on
                                  # an H100 (README "Scale"), so off unless asked

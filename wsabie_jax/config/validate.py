@@ -17,6 +17,7 @@ EVAL_RANGES = dict(f1_k='>=1', batch_size='>=1', label_chunk='>=1')
 DATA_RANGES = dict(validation_fraction='[0,1)', holdout_fraction='[0,1)', bias_feature='>=0')
 PLATFORMS = ('', 'cpu', 'gpu', 'cuda', 'rocm', 'tpu')
 DATA_KINDS = ('synthetic', 'mulan', 'libsvm', 'shards', 'tfds')
+PLAN_PACKS = ('auto', 'host', 'device')  # training/dispatch.py
 
 
 class ConfigError(ValueError):
@@ -31,6 +32,9 @@ def check_shared(config: ml_collections.ConfigDict) -> None:
       raise ValueError('config.train: num_epochs and max_steps are both 0 (nothing to train)')
     if config.train.platform not in PLATFORMS:
       raise ValueError(f'config.train.platform={config.train.platform!r} is not one of {PLATFORMS}')
+    if config.train.plan_packs not in PLAN_PACKS:
+      raise ValueError(f'config.train.plan_packs={config.train.plan_packs!r} is not one of '
+                       f'{PLAN_PACKS}')
     _section(config.eval, presets.evaluation(), 'config.eval', EVAL_RANGES)
     if not config.eval.ks or min(config.eval.ks) < 1:
       raise ValueError(f'config.eval.ks={tuple(config.eval.ks)} must be positive ranks')

@@ -169,8 +169,23 @@ class PairStream:
     """Batch of the given rows from `table` (numpy or jax arrays alike), its
     images packed in `budget` slots a pack."""
     img = table['row_image'][rows_B]
-    out = {**packing.pack(table, img, self.pack_size, budget, xp),
-           'pos_BxP': table['pos'][img], 'num_pos_B': table['num_pos'][img]}
+    return {**packing.pack(table, img, self.pack_size, budget, xp), **self._rows(table, rows_B, xp)}
+
+  def plan(self, ids_xB: np.ndarray, budget: int) -> dict:
+    """x batches' row ids with their packs planned on the host (packing.plan):
+    what `gather_planned` reads a batch from, each leaf x-leading."""
+    return {'rows_B': ids_xB,
+            **packing.plan(self.csr, self.row_image[ids_xB], self.pack_size, budget)}
+
+  def gather_planned(self, table: dict, planned: dict, xp=jax.numpy) -> dict:
+    """`gather` of one batch's `plan` (its rows' packs read, not built)."""
+    rows_B = planned['rows_B']
+    return {**packing.gather_planned(table, planned), **self._rows(table, rows_B, xp)}
+
+  def _rows(self, table: dict, rows_B, xp) -> dict:
+    """The rows' positives: the labels they train on and all of their images'."""
+    img = table['row_image'][rows_B]
+    out = {'pos_BxP': table['pos'][img], 'num_pos_B': table['num_pos'][img]}
     if self.positives_per_row == 1:
       return {**out, 'label_B': table['row_label'][rows_B][:, 0],
               'weight_B': xp.ones(rows_B.shape[0], xp.float32)}

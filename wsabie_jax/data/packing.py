@@ -61,40 +61,81 @@ def csr_table(indptr: np.ndarray, feat_idx: np.ndarray, feat_val: np.ndarray) ->
           'feat_val_flat': np.append(feat_val, 0).astype(np.float32)}
 
 
-def _rows_of_slots(ends_b, slot_N, xp):
+def _rows_of_slots(ends_b, slot_N):
   """How many images end at or before each slot: searchsorted(ends_b, slot_N,
-  'right'). On the device a scatter of the ends and a prefix sum (O(N));
-  jnp.searchsorted's loop of binary steps ran 5–7× slower on 2 CPU cores
-  (1,024 images in 25,792 slots: 495 µs against 73; jnp.cumsum: 85)."""
-  if xp is np:
-    return np.searchsorted(ends_b, slot_N, side='right')
+  'right') as a scatter of the ends and a prefix sum (O(N)); jnp.searchsorted's
+  loop of binary steps ran 5–7× slower on 2 CPU cores (1,024 images in 25,792
+  slots: 495 µs against 73; jnp.cumsum: 85)."""
   marks_N = jnp.zeros(slot_N.shape, jnp.int32).at[ends_b].add(1, mode='drop')
   return jax.lax.associative_scan(jnp.add, marks_N)
 
 
-def _pack_one(table: dict, img_b, budget: int, xp):
-  """One pack of the images `img_b` in `budget` slots: (idx_N, val_N, row_N)."""
+def _pack_one(table: dict, img_b, budget: int):
+  """One pack of the images `img_b` in `budget` slots, on the device: (idx_N, val_N, row_N)."""
   len_b = table['feat_len'][img_b]
-  ends_b = xp.cumsum(len_b)
-  slot_N = xp.arange(budget)
-  row_N = xp.minimum(_rows_of_slots(ends_b, slot_N, xp), len(img_b) - 1)
+  ends_b = jnp.cumsum(len_b)
+  slot_N = jnp.arange(budget)
+  row_N = jnp.minimum(_rows_of_slots(ends_b, slot_N), len(img_b) - 1)
   real_N = slot_N < ends_b[-1]
   src_N = table['feat_start'][img_b][row_N] + slot_N - (ends_b[row_N] - len_b[row_N])
-  src_N = xp.where(real_N, src_N, len(table['feat_idx_flat']) - 1)  # the appended (0, 0.0)
+  src_N = jnp.where(real_N, src_N, len(table['feat_idx_flat']) - 1)  # the appended (0, 0.0)
   return (table['feat_idx_flat'][src_N], table['feat_val_flat'][src_N],
-          row_N.astype(xp.int32))
+          row_N.astype(jnp.int32))
 
 
 def pack(table: dict, img_B, pack_size: int, budget: int, xp=jnp) -> dict:
   """The images `img_B` (B = S·pack_size) as S packs of `budget` slots (numpy
   or jax alike, the same integers either way)."""
+  if xp is np:  # the host's plan, read out
+    return {k: v[0] for k, v in gather_planned(table, plan(table, img_B[None], pack_size,
+                                                           budget)).items()}
   img_SxB = img_B.reshape(-1, pack_size)
-  if xp is np:
-    parts = [_pack_one(table, img_b, budget, np) for img_b in img_SxB]
-    idx, val, row = (np.stack(p) for p in zip(*parts))
-  else:
-    idx, val, row = jax.vmap(functools.partial(_pack_one, table, budget=budget, xp=jnp))(img_SxB)
+  idx, val, row = jax.vmap(functools.partial(_pack_one, table, budget=budget))(img_SxB)
   return {'feat_idx_SxN': idx, 'feat_val_SxN': val, 'feat_row_SxN': row}
+
+
+def plan(table: dict, img_xB: np.ndarray, pack_size: int, budget: int) -> dict:
+  """Where each slot of x batches' packs reads, planned on the host (numpy,
+  all x at once): `feat_src_SxN`, the slot's place in the flat non-zeros
+  (padding reads the appended (0, 0.0)), and `feat_row_SxN`, its row within
+  the pack; each x×S×N (S packs of N = `budget` slots a batch).
+
+  `gather_planned` reads the plan out into the arrays `pack` builds. Here it
+  is a few vectorised passes over a call's non-zeros; on the device the same
+  work is a scan over the slots with its pads and gathers, ~50 small kernels
+  a step (on 2 CPU cores ~0.1 ms of medical's 0.6 ms step), so where the host
+  is the device the calls are planned here (training/dispatch.py)."""
+  x, packs = img_xB.shape[0], img_xB.shape[1] // pack_size
+  img_R = img_xB.reshape(-1)  # R = x·S·pack_size images, pack after pack
+  len_Pxb = table['feat_len'][img_R].reshape(-1, pack_size)
+  pad_P = budget - len_Pxb.sum(1)
+  if pad_P.min(initial=0) < 0:
+    raise ValueError(f'a pack holds {budget - pad_P.min()} non-zeros, over its budget of '
+                     f'{budget} slots')
+  # Each pack is its images' non-zeros, then its padding as one more run:
+  # every slot is its run's start plus its place in the run, read off one
+  # repeat of the runs' starts and one arange over all slots.
+  count_Pxc = np.concatenate([len_Pxb, pad_P[:, None]], 1).reshape(-1)
+  start_Pxc = np.cumsum(count_Pxc) - count_Pxc  # each run's first slot
+  last = len(table['feat_idx_flat']) - 1  # the appended (0, 0.0): padding reads it
+  first_Pxc = np.concatenate([table['feat_start'][img_R].reshape(-1, pack_size),
+                              np.full((len(pad_P), 1), last)], 1).reshape(-1)
+  src = np.repeat((first_Pxc - start_Pxc).astype(np.int32), count_Pxc)
+  src += np.arange(src.size, dtype=np.int32)
+  np.minimum(src, last, out=src)  # a padding run's slots all read `last`
+  # Padding takes the pack's last row (its value 0 adds nothing; rows stay sorted).
+  row_c = np.minimum(np.arange(pack_size + 1, dtype=np.int32), pack_size - 1)
+  row = np.repeat(np.tile(row_c, len(pad_P)), count_Pxc)
+  shape = (x, packs, budget)
+  return {'feat_src_SxN': src.reshape(shape), 'feat_row_SxN': row.reshape(shape)}
+
+
+def gather_planned(table: dict, planned: dict) -> dict:
+  """A `plan` (numpy or jax alike, of any leading shape: a step's S×N or a
+  call's x×S×N) read out of the flat non-zeros: the arrays `pack` builds."""
+  src = planned['feat_src_SxN']
+  return {'feat_idx_SxN': table['feat_idx_flat'][src], 'feat_val_SxN': table['feat_val_flat'][src],
+          'feat_row_SxN': planned['feat_row_SxN']}
 
 
 def needed(pair_len: np.ndarray, ids_xB: np.ndarray, pack_size: int) -> int:

@@ -7,7 +7,15 @@ runs up to `train.steps_per_call` steps as one jitted, donated loop:
 
   resident   the stream's arrays (`stream.table()`) are put on the devices
              once; a call sends only its steps' example ids (N×B int32) and
-             each step gathers its batch there (`stream.gather`).
+             each step gathers its batch there (`stream.gather`). Packed
+             non-zeros (data/packing.py) are planned where that is cheaper
+             (`train.plan_packs`, `plans_on_host`): on an accelerator the
+             step builds its packs from the ids (the host's work per step
+             is what caps it); on CPUs, where the host is the device, the
+             host plans a call's packs in a few numpy passes (tmc2007-500:
+             0.11 ms a step, on the prefetching thread) and sends them with
+             the ids, where the step's own scan over the slots took ~50
+             small kernels (0.94 ms of its 4.4 ms step on 2 cores).
   streamed   a stream without a table (shards larger than memory) builds a
              chunk of N batches on the host, stacked, sent in one transfer,
              a thread ahead: the next chunk is built and copied while the
@@ -62,6 +70,14 @@ def compiler_options(deterministic: bool) -> dict:
   return {'xla_gpu_deterministic_ops': bool(deterministic)}
 
 
+def plans_on_host(train, mesh) -> bool:
+  """Whether the host plans the calls' packs (`train.plan_packs`, one of
+  config.validate.PLAN_PACKS; 'auto': where the devices are CPUs; the module
+  docstring says why)."""
+  where = train.get('plan_packs', 'auto')
+  return where == 'host' or (where == 'auto' and mesh.devices.flat[0].platform == 'cpu')
+
+
 def checked(step):
   """`step` with `nonfinite_step` in its stats: the state's step after it when
   its loss or the scores it read were not finite, else −1."""
@@ -106,7 +122,9 @@ class Dispatcher:
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0), None)
     else:
       resident = hasattr(stream, 'table')
-      self.mode = 'resident' if resident else 'streamed'
+      self.planned = resident and hasattr(stream, 'plan') and plans_on_host(train, self.mesh)
+      self.mode = ('resident, packs planned on the host' if self.planned else 'resident'
+                   ) if resident else 'streamed'
       self._method, self._per_call, self._fns = method, per_call, {}
       self.table = self._replicate(stream.table()) if resident else {}
       calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
@@ -137,16 +155,17 @@ class Dispatcher:
   def close(self):
     self.calls.close()
 
-  @staticmethod
-  def _call_input(stream, first: int, n: int, per_call: int, resident: bool):
-    """(first, n, the call's N stacked ids or batches, the packs' budget or None)."""
+  def _call_input(self, stream, first: int, n: int, per_call: int, resident: bool):
+    """(first, n, the call's N stacked ids, plans or batches, the packs' budget or None)."""
     if resident and hasattr(stream, 'ids_block'):  # at once: a step's ids each cost ~35 µs
       steps = list(stream.ids_block(first, n))
     else:  # streamed batches, or ids drawn afresh each step (parts' quadruplets)
       steps = [stream.ids(i) if resident else stream.batch(i) for i in range(first, first + n)]
     xs = _stack(steps, per_call)
-    packed = resident and hasattr(stream, 'budget')
-    return first, n, xs, stream.budget(xs[:n]) if packed else None
+    budget = stream.budget(xs[:n]) if resident and hasattr(stream, 'budget') else None
+    if self.planned:
+      xs = stream.plan(xs, budget)
+    return first, n, xs, budget
 
   # --- compilation ----------------------------------------------------------
 
@@ -160,7 +179,8 @@ class Dispatcher:
       elif budget is None:
         gather = stream.gather
       else:
-        gather = functools.partial(stream.gather, budget=budget)
+        gather = (stream.gather_planned if self.planned
+                  else functools.partial(stream.gather, budget=budget))
         if budget != stream.base_budget:
           log.info('a batch needs %d non-zero slots a pack (base budget %d): compiling '
                    'a call for that', budget, stream.base_budget)
