@@ -111,6 +111,7 @@ class Dispatcher:
     self.options = compiler_options(train.get('deterministic', False))
     per_call = train.get('steps_per_call', 1)
     stream = method.stream
+    self.planned = False  # the host plans the packs (resident calls only)
     # The validation interval the calls are cut at (the loop's: it may change it).
     self.eval_every = eval_every or train.eval_every_steps
     schedule = call_schedule(start_step, total_steps, per_call,
