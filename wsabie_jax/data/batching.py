@@ -169,7 +169,8 @@ class PairStream:
     """Batch of the given rows from `table` (numpy or jax arrays alike), its
     images packed in `budget` slots a pack."""
     img = table['row_image'][rows_B]
-    return {**packing.pack(table, img, self.pack_size, budget, xp), **self._rows(table, rows_B, xp)}
+    return {**packing.pack(table, img, self.pack_size, budget, xp),
+            **self._rows(table, rows_B, img, xp)}
 
   def plan(self, ids_xB: np.ndarray, budget: int) -> dict:
     """x batches' row ids with their packs planned on the host (packing.plan):
@@ -180,11 +181,12 @@ class PairStream:
   def gather_planned(self, table: dict, planned: dict, xp=jax.numpy) -> dict:
     """`gather` of one batch's `plan` (its rows' packs read, not built)."""
     rows_B = planned['rows_B']
-    return {**packing.gather_planned(table, planned), **self._rows(table, rows_B, xp)}
+    return {**packing.gather_planned(table, planned),
+            **self._rows(table, rows_B, table['row_image'][rows_B], xp)}
 
-  def _rows(self, table: dict, rows_B, xp) -> dict:
-    """The rows' positives: the labels they train on and all of their images'."""
-    img = table['row_image'][rows_B]
+  def _rows(self, table: dict, rows_B, img, xp) -> dict:
+    """The rows' positives (their images `img`): the labels they train on and
+    all of their images'."""
     out = {'pos_BxP': table['pos'][img], 'num_pos_B': table['num_pos'][img]}
     if self.positives_per_row == 1:
       return {**out, 'label_B': table['row_label'][rows_B][:, 0],

@@ -162,11 +162,11 @@ class Dispatcher:
       steps = list(stream.ids_block(first, n))
     else:  # streamed batches, or ids drawn afresh each step (parts' quadruplets)
       steps = [stream.ids(i) if resident else stream.batch(i) for i in range(first, first + n)]
-    xs = _stack(steps, per_call)
-    budget = stream.budget(xs[:n]) if resident and hasattr(stream, 'budget') else None
-    if self.planned:
+    xs = jax.tree.map(lambda *x: np.stack(x), *steps)
+    budget = stream.budget(xs) if resident and hasattr(stream, 'budget') else None
+    if self.planned:  # the n steps' only: the padding copies the first
       xs = stream.plan(xs, budget)
-    return first, n, xs, budget
+    return first, n, _pad_leading(xs, per_call), budget
 
   # --- compilation ----------------------------------------------------------
 
@@ -244,9 +244,11 @@ class Dispatcher:
     return jax.device_put(batch, self.mesh.devices.flat[0])
 
 
-def _stack(items: list, size: int):
-  """N steps' ids or batches stacked along a leading axis, padded to `size`
-  with copies of the first (skipped inside the call: one compiled shape)."""
-  items = items + [items[0]] * (size - len(items))
-  return jax.tree.map(lambda *xs: np.stack(xs), *items)
+def _pad_leading(xs, size: int):
+  """A call's n stacked steps (ids, plans or batches) padded along the
+  leading axis to `size` with copies of the first (skipped inside the call:
+  one compiled shape)."""
+  return jax.tree.map(
+      lambda a: np.concatenate([a, np.repeat(a[:1], size - len(a), axis=0)]) if len(a) < size
+      else a, xs)
 

@@ -252,17 +252,16 @@ def local_train_step(cfg: StepConfig):
   def local_step(state: TrainState, batch: dict):
     batch = by_row(packing.from_padded(batch))
     if cfg.loss.kind == 'exact':
+      sampler = None
       grads, stats = exact_row_grads(cfg, state.params, batch)
-      grads = RowGrads(*(parallel.combine(g) for g in grads))
-      stats = jax.tree.map(lambda s: jax.lax.psum(s, axis), stats)
-      return apply_row_grads(cfg, state, grads), stats
-    rows = batch['label_BxQ'].shape[0]
-    # The global batch's draws (their uniforms), then this device's rows of them.
-    num_pos_B = jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True)
-    u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
-    u_bxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
-    sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch['label_BxQ'].shape[1])
-    grads, stats = sampled_row_grads(cfg, state.params, batch, u_bxK, sampler)
+    else:
+      rows = batch['label_BxQ'].shape[0]
+      # The global batch's draws (their uniforms), then this device's rows of them.
+      num_pos_B = jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True)
+      u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
+      u_bxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
+      sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch['label_BxQ'].shape[1])
+      grads, stats = sampled_row_grads(cfg, state.params, batch, u_bxK, sampler)
     grads = RowGrads(*(parallel.combine(g) for g in grads))
     stats = jax.tree.map(lambda s: jax.lax.psum(s, axis), stats)
     return apply_row_grads(cfg, state, grads, sampler), stats
