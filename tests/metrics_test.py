@@ -126,6 +126,34 @@ def test_frequency_baseline_predicts_most_frequent_labels():
   assert got['p@1'] == pytest.approx(3 / 4)  # label 2 is predicted first for everyone
 
 
+@pytest.mark.parametrize('with_known', [False, True])
+def test_frequency_baseline_ranks_as_scoring_the_counts_would(with_known):
+  """The numpy baseline equals evaluate_ranking scoring every image by the
+  label counts (its route before): ties (by id), padded positives, parents,
+  leave-one-out known labels skipped."""
+  rng = np.random.default_rng(3)
+  counts = rng.integers(0, 4, Y)  # few values: many ties
+  _, _, pos, parents = _problem(4)
+  pos = np.where(pos >= 0, pos, Y).astype(np.int32)
+  known = None
+  if with_known:
+    known = np.full((B, 3), Y, np.int32)
+    for b in range(B):
+      others = np.setdiff1d(np.arange(Y), pos[b])
+      n = rng.integers(0, 4)
+      known[b, :n] = rng.choice(others, n, replace=False)
+  padded = batching.PaddedImages(np.zeros((B, 1), np.int32), np.ones((B, 1), np.float32), pos,
+                                 (pos < Y).sum(1).astype(np.int32), known)
+  kw = dict(ks=(1, 3, 5), batch_size=5, label_parents=parents, f1_k=3)
+  got = evaluation.evaluate_frequency_baseline(counts, padded, **kw)
+  W = jnp.asarray(counts, jnp.float32)[:, None]
+  want = evaluation.evaluate_ranking(lambda i, v: jnp.ones((i.shape[0], 1)), W, padded,
+                                     score='dot', chunk=7, **kw)
+  assert got.keys() == want.keys()
+  for name in want:
+    assert got[name] == pytest.approx(want[name]), name
+
+
 def test_a_positive_never_ranks_below_itself():
   """Regression: the two passes' matmuls may round a score differently (XLA:CPU
   did, at B = 5, Y = 12, chunk 4), and the positive counted itself as above
