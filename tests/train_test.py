@@ -188,6 +188,30 @@ def test_step_time_leaves_out_what_reads_the_state(tmp_path, monkeypatch):
   assert record['step_seconds'] < slow, record  # 40 steps of 16 tiny pairs
 
 
+@pytest.mark.parametrize('caller_froze', [False, True])
+def test_objects_alive_at_the_start_are_kept_out_of_collections(tmp_path, monkeypatch,
+                                                                caller_froze):
+  """The loop freezes the objects alive when it starts (a full collection of
+  them landed in short runs' steps) and hands them back after; objects a
+  caller froze stay frozen, as the caller left them."""
+  import gc
+  from wsabie_jax.training import loop
+  seen, validate = [], loop._validate
+  monkeypatch.setattr(loop, '_validate',
+                      lambda *a: (seen.append(gc.get_freeze_count()), validate(*a))[1])
+  if caller_froze:
+    gc.freeze()
+  try:
+    before = gc.get_freeze_count()
+    run.train_and_evaluate(_tiny_config(max_steps=20, eval_every_steps=10), tmp_path)
+    after = gc.get_freeze_count()
+  finally:
+    gc.unfreeze()
+  assert len(seen) == 2 and min(seen) > 0, seen
+  # (frozen objects freed by their counts leave it: the count may only fall)
+  assert (after > 0) == caller_froze and after <= before, (before, after)
+
+
 def test_validations_spread_over_the_time_budget(tmp_path):
   """evals_per_budget: the interval follows the measured speed, so about that
   many validations fall in the budget (wide bounds: a timed run), whatever

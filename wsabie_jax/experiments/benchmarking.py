@@ -22,7 +22,7 @@ from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.data import batching, dataset, load_splits, synthetic
 from wsabie_jax.data.dataset import SparseDataset
 from wsabie_jax.experiments import tables
-from wsabie_jax.training import dispatch, parallel
+from wsabie_jax.training import dispatch, parallel, recorder
 
 
 def timed_step(cfg: step_lib.StepConfig, num_features: int, batch: dict,
@@ -69,22 +69,23 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
   steps = dispatch.Dispatcher(train_cfg, method, 0, total)
   state, _, step = steps(state, 0)
   jax.block_until_ready(state)
-  epochs, spent, next_pause = [], 0.0, pause_every_seconds
-  while spent < budget_seconds:
-    t, start = time.perf_counter(), step - step % steps_per_epoch
-    while step < start + steps_per_epoch and spent + time.perf_counter() - t < budget_seconds:
-      state, _, done = steps(state, step)
-      step += done
-      if on_pause is not None and spent + time.perf_counter() - t >= next_pause > 0:
-        jax.block_until_ready(state)
-        paused = time.perf_counter()
-        on_pause(state.params, step * pairs_a_step, spent + paused - t)
-        t += time.perf_counter() - paused
-        next_pause += pause_every_seconds
-    jax.block_until_ready(state)
-    seconds = time.perf_counter() - t
-    epochs.append([(step - start) * pairs_a_step, seconds])
-    spent += seconds
+  with recorder.objects_frozen():  # as in the loop: no full collection mid-run
+    epochs, spent, next_pause = [], 0.0, pause_every_seconds
+    while spent < budget_seconds:
+      t, start = time.perf_counter(), step - step % steps_per_epoch
+      while step < start + steps_per_epoch and spent + time.perf_counter() - t < budget_seconds:
+        state, _, done = steps(state, step)
+        step += done
+        if on_pause is not None and spent + time.perf_counter() - t >= next_pause > 0:
+          jax.block_until_ready(state)
+          paused = time.perf_counter()
+          on_pause(state.params, step * pairs_a_step, spent + paused - t)
+          t += time.perf_counter() - paused
+          next_pause += pause_every_seconds
+      jax.block_until_ready(state)
+      seconds = time.perf_counter() - t
+      epochs.append([(step - start) * pairs_a_step, seconds])
+      spent += seconds
   steps.close()
   return state.params, epochs
 

@@ -22,7 +22,7 @@ import ml_collections
 from wsabie_jax.training import checkpoints, dispatch, parallel, workdir as workdir_lib
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.progress import Progress
-from wsabie_jax.training.recorder import Clock, Recorder, Summaries, read_stats
+from wsabie_jax.training.recorder import Clock, Recorder, Summaries, objects_frozen, read_stats
 
 log = logging.getLogger('wsabie_jax')
 
@@ -78,7 +78,8 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
     summaries = Summaries(workdir)
     recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
-    state = _train(config, state, method, ckpts, recorder, summaries)
+    with objects_frozen():
+      state = _train(config, state, method, ckpts, recorder, summaries)
     best = ckpts.restore_best(state)
     result = method.test(best[0] if best is not None else state, workdir)
   finally:
