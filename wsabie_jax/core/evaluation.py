@@ -34,7 +34,7 @@ def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array | None, padded: Padded
   B×Y label scores themselves (baselines, ensembles; pass num_labels).
   """
   num_labels = W_YxD.shape[0] if W_YxD is not None else num_labels
-  kmax = min(max(max(ks), f1_k), num_labels)
+  kmax = _places_needed(ks, f1_k, num_labels)
   if W_YxD is not None:
     metrics.require_finite(W_YxD, 'label embeddings')
 
@@ -54,6 +54,11 @@ def evaluate_ranking(embed_fn: Callable, W_YxD: jax.Array | None, padded: Padded
 
   return _summarise(rank, padded, num_labels, ks=ks, batch_size=batch_size,
                     label_parents=label_parents, limit=limit, f1_k=f1_k)
+
+
+def _places_needed(ks, f1_k: int, num_labels: int) -> int:
+  """How many top places the metrics read: the largest k of p@k / r@k and F1's."""
+  return min(max(max(ks), f1_k), num_labels)
 
 
 def _summarise(rank: Callable, padded: PaddedImages, num_labels: int, *, ks, batch_size: int,
@@ -97,7 +102,7 @@ def evaluate_frequency_baseline(label_counts_Y: np.ndarray, padded: PaddedImages
   validation, 2 cores). Leave-one-out `known` labels are skipped over;
   `_scoring` takes evaluate_ranking's score and chunk (nothing is scored)."""
   num_labels = len(label_counts_Y)
-  kmax = min(max(max(ks), f1_k), num_labels)
+  kmax = _places_needed(ks, f1_k, num_labels)
   order_Y = np.argsort(-np.asarray(label_counts_Y, np.float64), kind='stable')
   place_Y = np.empty(num_labels, np.int64)
   place_Y[order_Y] = np.arange(num_labels)
