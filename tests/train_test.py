@@ -188,6 +188,37 @@ def test_step_time_leaves_out_what_reads_the_state(tmp_path, monkeypatch):
   assert record['step_seconds'] < slow, record  # 40 steps of 16 tiny pairs
 
 
+def test_step_time_leaves_out_compilation_and_times_the_first_call(tmp_path, monkeypatch):
+  """Compiling a call is left out of the steps' time (compiled ahead of the
+  call: dispatch.Dispatcher.compile_seconds), while the first call's steps
+  count as any other's (their pairs are counted)."""
+  import types
+  from wsabie_jax.training import dispatch
+  slow = 0.3
+  compiled, call = dispatch.Dispatcher._compiled, dispatch.Dispatcher.__call__
+
+  def slow_to_compile(self, budget):
+    jitted = compiled(self, budget)
+    return types.SimpleNamespace(lower=lambda *a: (time.sleep(slow), jitted.lower(*a))[1])
+
+  calls = []
+
+  def first_call_slow(self, state, step):
+    out = call(self, state, step)
+    if not calls:
+      time.sleep(slow)  # as a slow first run of the compiled steps would be
+    calls.append(step)
+    return out
+
+  monkeypatch.setattr(dispatch.Dispatcher, '_compiled', slow_to_compile)
+  monkeypatch.setattr(dispatch.Dispatcher, '__call__', first_call_slow)
+  c = _tiny_config(max_steps=40, eval_every_steps=10, patience=100, steps_per_call=5)
+  metrics = run.train_and_evaluate(c, tmp_path)
+  _, record = _latest_state(tmp_path, c)
+  assert len(calls) == 8 and metrics['train_seconds'] > 2 * slow
+  assert slow <= record['step_seconds'] < 2 * slow, record
+
+
 @pytest.mark.parametrize('caller_froze', [False, True])
 def test_objects_alive_at_the_start_are_kept_out_of_collections(tmp_path, monkeypatch,
                                                                 caller_froze):

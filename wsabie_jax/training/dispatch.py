@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from typing import Callable, Iterator
 
 import jax
@@ -131,6 +132,17 @@ class Dispatcher:
       calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
     self.calls = batching.prefetch(calls, size=2, put=put)
+    self._held = None  # the next call, taken out of `calls` by `compile`
+    self._executables = {}  # by the packs' budget class and the inputs' shapes
+    self.compile_seconds = 0.0  # spent compiling calls: the loop leaves it out of the steps' time
+
+  def compile(self, state) -> None:
+    """Compiles the program the next call runs (lowered for its inputs and
+    `state`) now, so that the call itself costs its steps alone."""
+    if self._held is None:
+      self._held = next(self.calls)
+    _, n, xs, budget = self._held
+    self._executable(state, n, xs, budget)
 
   def place(self, state):
     """The state on the mesh, committed there as the calls' outputs will be:
@@ -140,12 +152,10 @@ class Dispatcher:
     return jax.device_put(state, self.mesh.devices.flat[0])
 
   def __call__(self, state, step: int):
-    first, n, xs, budget = next(self.calls)
+    held, self._held = self._held, None
+    first, n, xs, budget = held if held is not None else next(self.calls)
     assert first == step, (first, step)
-    if self.mode == 'per step':
-      state, stats = self.fn(state, xs)
-    else:
-      state, stats = self._compiled(budget)(state, self.table, xs, np.int32(n))
+    state, stats = self._executable(state, n, xs, budget)(*self._args(state, n, xs))
     if self.multi and self.mesh.devices.flat[0].platform == 'cpu':
       # XLA:CPU runs every device's program on one shared thread pool; with
       # asynchronous dispatch one device can start the next call while
@@ -170,9 +180,27 @@ class Dispatcher:
 
   # --- compilation ----------------------------------------------------------
 
+  def _args(self, state, n: int, xs) -> tuple:
+    return (state, xs) if self.mode == 'per step' else (state, self.table, xs, np.int32(n))
+
+  def _executable(self, state, n: int, xs, budget: int | None):
+    """The compiled call (ahead of time, for these arguments' shapes and
+    placements: every call has the same), one per budget class; the time it
+    took is added to `compile_seconds`. Keyed by the inputs' shapes too
+    (streamed batches may change them)."""
+    key = (budget, tuple((a.shape, a.dtype) for a in jax.tree.leaves(xs)))
+    if key not in self._executables:
+      jax.block_until_ready(state)  # the calls before have run: what follows is compilation
+      start = time.perf_counter()
+      jitted = self.fn if self.mode == 'per step' else self._compiled(budget)
+      self._executables[key] = jitted.lower(*self._args(state, n, xs)).compile()
+      self.compile_seconds += time.perf_counter() - start
+    return self._executables[key]
+
   def _compiled(self, budget: int | None):
-    """The call for packs of `budget` slots (packed streams; data/packing.py):
-    one compilation per budget class, the base one nearly always."""
+    """The jitted call for packs of `budget` slots (packed streams;
+    data/packing.py): one compilation per budget class, the base one nearly
+    always."""
     if budget not in self._fns:
       stream = self._method.stream
       if not hasattr(stream, 'table'):  # streamed: the call's batches come built

@@ -56,6 +56,10 @@ class Clock:
   def step_seconds(self) -> float:
     return self.prior_steps + time.perf_counter() - self.start - self.overhead
 
+  def leave_out(self, seconds: float) -> None:
+    """Seconds already spent that do not count as step time."""
+    self.overhead += seconds
+
   def excluded(self):
     """A context in which time does not count as step time."""
     clock = self
