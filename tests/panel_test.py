@@ -59,3 +59,12 @@ def test_ratio_table():
   text = panel.table(rows)
   assert '| s | 10 s | wsabie_jax | 128 | 0.600 | 0.100 | 0.200 | 50 | 1.0 |' in text
   assert '| s | 10 s | 1.20 | 0.50 |' in text
+
+
+def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
+  run = {'p@5': 0.2, 'map': 0.3, 'steps': 100, 'epochs': 2.0, 'stopped': 'early_stopping'}
+  got = [{**run, 'p@1': p, 'train_examples_per_sec': v, 'train_seconds': t}
+         for p, v, t in ((0.5, 300.0, 1.5), (0.6, 480.0, 1.1), (0.5, 450.0, 1.2))]
+  row = panel._median_run(got)
+  assert (row['pairs_per_sec'], row['p@1'], row['seconds']) == (450.0, 0.5, 1.5)
+  assert row['pairs_per_sec_runs'] == [300.0, 480.0, 450.0] and row['p@1_runs'] == [0.5, 0.6, 0.5]
