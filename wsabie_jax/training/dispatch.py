@@ -132,17 +132,8 @@ class Dispatcher:
       calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
     self.calls = batching.prefetch(calls, size=2, put=put)
-    self._held = None  # the next call, taken out of `calls` by `compile`
     self._executables = {}  # by the packs' budget class and the inputs' shapes
     self.compile_seconds = 0.0  # spent compiling calls: the loop leaves it out of the steps' time
-
-  def compile(self, state) -> None:
-    """Compiles the program the next call runs (lowered for its inputs and
-    `state`) now, so that the call itself costs its steps alone."""
-    if self._held is None:
-      self._held = next(self.calls)
-    _, n, xs, budget = self._held
-    self._executable(state, n, xs, budget)
 
   def place(self, state):
     """The state on the mesh, committed there as the calls' outputs will be:
@@ -152,8 +143,7 @@ class Dispatcher:
     return jax.device_put(state, self.mesh.devices.flat[0])
 
   def __call__(self, state, step: int):
-    held, self._held = self._held, None
-    first, n, xs, budget = held if held is not None else next(self.calls)
+    first, n, xs, budget = next(self.calls)
     assert first == step, (first, step)
     state, stats = self._executable(state, n, xs, budget)(*self._args(state, n, xs))
     if self.multi and self.mesh.devices.flat[0].platform == 'cpu':
