@@ -6,9 +6,10 @@
 Run again with the same --workdir to resume from the latest checkpoint (with
 the same config: budgets, schedules and devices may change); --force_new
 moves the previous run aside (WORKDIR.old-TIME) and starts afresh. The
-batch is split over all local devices (config.train.num_devices); for several
-hosts, start one process per host with --coordinator_address=HOST:PORT
---num_processes=N --process_id=I.
+batch is split over the devices (config.train.num_devices). Several hosts:
+one process a host, joined by --coordinator_address=HOST:PORT --num_processes=N
+--process_id=I, or by what SLURM, Open MPI or a TPU pod slice sets
+(docs/MULTIHOST.md; launch/local_cluster.py tries it on one machine).
 """
 import json
 import logging as py_logging
@@ -18,7 +19,7 @@ from ml_collections import config_flags
 
 import jax
 
-from wsabie_jax.training import parallel
+from wsabie_jax.training import hosts
 from wsabie_jax.experiments import cli, run
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config file.',
@@ -26,9 +27,16 @@ _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config fil
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Checkpoints, summaries and metrics.json go here.')
 flags.mark_flags_as_required(['config', 'workdir'])
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None,
-                                   'Multi-host: host:port of process 0 (jax.distributed).')
-_NUM_PROCESSES = flags.DEFINE_integer('num_processes', 1, 'Multi-host: number of processes.')
-_PROCESS_ID = flags.DEFINE_integer('process_id', 0, 'Multi-host: this process.')
+                                   'Several hosts: host:port of process 0 (jax.distributed). '
+                                   'Without it, a SLURM, Open MPI or Cloud TPU pod launch is '
+                                   'detected from the environment.')
+_NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'Several hosts: how many processes.')
+_PROCESS_ID = flags.DEFINE_integer('process_id', None, 'Several hosts: this process (0 ... N-1).')
+_INIT_TIMEOUT = flags.DEFINE_integer('initialization_timeout', 300, 'Several hosts: seconds to '
+                                     'wait for every process to join.')
+_HEARTBEAT_TIMEOUT = flags.DEFINE_integer('heartbeat_timeout', 30, 'Several hosts: a process '
+                                          'not heard from for this many seconds is taken for '
+                                          'dead, and the others stop.')
 _FORCE_NEW = flags.DEFINE_bool('force_new', False, 'Move a previous run in --workdir aside '
                                '(WORKDIR.old-TIME) and start afresh instead of resuming it.')
 
@@ -38,9 +46,10 @@ def main(argv):
   # Our progress at INFO; the libraries' (Orbax is chatty) at WARNING.
   logging.set_verbosity(logging.WARNING)
   py_logging.getLogger('wsabie_jax').setLevel(py_logging.INFO)
-  if _COORDINATOR.value:
-    parallel.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-  with cli.one_line_errors():
+  hosts.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
+                   initialization_timeout=_INIT_TIMEOUT.value,
+                   heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
+  with hosts.Peers(_HEARTBEAT_TIMEOUT.value), cli.one_line_errors():
     metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _FORCE_NEW.value)
   if jax.process_index() == 0:
     print(json.dumps(metrics, indent=2, sort_keys=True))

@@ -169,8 +169,11 @@ class ShardedPairStream:
       self._cached = ((epoch, shard), (ds, pair_image, ds.label_idx, perm))
     return self._cached[1]
 
-  def batch(self, step: int) -> dict:
-    ids = step * self.batch_size + np.arange(self.batch_size)
+  def batch(self, step: int, rows: tuple[int, int] | None = None) -> dict:
+    """Batch `step`, or its rows [start, stop) alone (a process's share of
+    it: those rows are all that is read, padded and held)."""
+    start, stop = rows if rows is not None else (0, self.batch_size)
+    ids = step * self.batch_size + np.arange(start, stop)
     epochs, rest = ids // self.num_examples, ids % self.num_examples
     parts = []
     for epoch in np.unique(epochs):
@@ -188,4 +191,4 @@ class ShardedPairStream:
     cat = lambda f: np.concatenate([f(p) for p in parts])
     return {'feat_idx_BxF': cat(lambda p: p[0].feat_idx_nxF), 'feat_val_BxF': cat(lambda p: p[0].feat_val_nxF),
             'label_B': cat(lambda p: p[1]), 'pos_BxP': cat(lambda p: p[0].pos_nxP),
-            'num_pos_B': cat(lambda p: p[0].num_pos_n), 'weight_B': np.ones(self.batch_size, np.float32)}
+            'num_pos_B': cat(lambda p: p[0].num_pos_n), 'weight_B': np.ones(stop - start, np.float32)}

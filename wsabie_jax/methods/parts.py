@@ -24,6 +24,7 @@ import numpy as np
 
 from wsabie_jax.baselines import linear
 from wsabie_jax.config import from_config, presets, to_config
+from wsabie_jax.config.validate import ConfigError
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import dataset
 from wsabie_jax.methods import common
@@ -112,6 +113,9 @@ def _test_metrics(config, cfg, data: proxy.ProxyData, state, quads: dict) -> dic
 
 
 def build(config: ml_collections.ConfigDict, mesh) -> Method:
+  if jax.process_count() > 1:  # its state would live on one host's device, unsaveable by the rest
+    raise ConfigError(f"method='parts' trains on one device: run it as one process, not "
+                      f'{jax.process_count()} (wsabie and skipgram train on several hosts)')
   if mesh.devices.size > 1:
     log.info('method=parts runs on one device')
   data = proxy_data(config)

@@ -23,6 +23,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from wsabie_jax.training import hosts
+
 log = logging.getLogger('wsabie_jax')
 
 
@@ -115,13 +117,15 @@ class Checkpoints:
 
   def _set_aside(self, manager, steps):
     manager.wait_until_finished()
-    where = self.workdir / 'corrupt'
-    where.mkdir(exist_ok=True)
-    for step in steps:
-      source = pathlib.Path(manager.directory) / str(step)
-      target = where / f'{source.parent.name}-{step}-{time.strftime("%Y%m%d-%H%M%S")}'
-      source.rename(target)
-      log.warning('moved the unreadable checkpoint to %s', target)
+    if hosts.is_writer():  # (the others found the same steps unreadable)
+      where = self.workdir / 'corrupt'
+      where.mkdir(exist_ok=True)
+      for step in steps:
+        source = pathlib.Path(manager.directory) / str(step)
+        target = where / f'{source.parent.name}-{step}-{time.strftime("%Y%m%d-%H%M%S")}'
+        source.rename(target)
+        log.warning('moved the unreadable checkpoint to %s', target)
+    hosts.barrier('wsabie_jax: unreadable checkpoints set aside')
     manager.reload()
 
   def close(self):

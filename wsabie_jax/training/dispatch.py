@@ -117,13 +117,21 @@ class Dispatcher:
     self.eval_every = eval_every or train.eval_every_steps
     schedule = call_schedule(start_step, total_steps, per_call,
                              lambda: (self.eval_every, train.checkpoint_every_steps))
+    resident = hasattr(stream, 'table')
+    # Several processes: a streamed batch is built where it is used, each
+    # process its own rows of every step's batch (streams take `rows`), never
+    # the others'. Resident data is on every device already; ids are tiny.
+    self.rows = (parallel.local_rows(train.batch_size, self.mesh)
+                 if jax.process_count() > 1 and not resident else None)
+    if self.rows is not None:
+      log.info('process %d builds rows %d-%d of each batch of %d', jax.process_index(),
+               self.rows[0], self.rows[1] - 1, train.batch_size)
     if per_call == 1:
       self.mode = 'per step'
       self.fn = self._compile_one(method)
-      calls = ((s, 1, stream.batch(s), None) for s, _ in schedule)
+      calls = ((s, 1, self._batch(stream, s), None) for s, _ in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0), None)
     else:
-      resident = hasattr(stream, 'table')
       self.planned = resident and hasattr(stream, 'plan') and plans_on_host(train, self.mesh)
       self.mode = ('resident, packs planned on the host' if self.planned else 'resident'
                    ) if resident else 'streamed'
@@ -161,7 +169,7 @@ class Dispatcher:
     if resident and hasattr(stream, 'ids_block'):  # at once: a step's ids each cost ~35 µs
       steps = list(stream.ids_block(first, n))
     else:  # streamed batches, or ids drawn afresh each step (parts' quadruplets)
-      steps = [stream.ids(i) if resident else stream.batch(i) for i in range(first, first + n)]
+      steps = [stream.ids(i) if resident else self._batch(stream, i) for i in range(first, first + n)]
     xs = jax.tree.map(lambda *x: np.stack(x), *steps)
     budget = stream.budget(xs) if resident and hasattr(stream, 'budget') else None
     if self.planned:  # the n steps' only: the padding copies the first
@@ -251,6 +259,9 @@ class Dispatcher:
 
   # --- transfers ------------------------------------------------------------
 
+  def _batch(self, stream, step: int):
+    return stream.batch(step) if self.rows is None else stream.batch(step, rows=self.rows)
+
   def _replicate(self, table: dict):
     if self.multi:
       return parallel.replicate(table, self.mesh)
@@ -258,7 +269,7 @@ class Dispatcher:
 
   def _put_batch(self, batch: dict, axis: int):
     if self.multi:
-      return parallel.shard_batch(batch, self.mesh, axis)
+      return parallel.shard_batch(batch, self.mesh, axis, local=self.rows is not None)
     return jax.device_put(batch, self.mesh.devices.flat[0])
 
 

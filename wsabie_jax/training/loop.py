@@ -9,17 +9,21 @@ method (what to train, how to validate and test it) comes in as plain data
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import math
 import pathlib
+import sys
+import zlib
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 
-from wsabie_jax.training import checkpoints, dispatch, parallel, workdir as workdir_lib
+from wsabie_jax.training import checkpoints, dispatch, hosts, parallel, workdir as workdir_lib
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.progress import Progress
 from wsabie_jax.training.recorder import Clock, Recorder, Summaries, objects_frozen, read_stats
@@ -41,20 +45,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
   run it already holds is resumed only with the same config up to
   workdir.MAY_CHANGE, checked before anything is written; `force_new` moves
   a previous run aside (WORKDIR.old-TIME) and starts afresh.
+  Several processes (training/hosts.py): process 0 alone checks and writes
+  the workdir's files and holds the lock; the others wait for it.
   """
   workdir = pathlib.Path(workdir)
-  if force_new and jax.process_index() == 0:
-    workdir_lib.set_aside(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  lock = workdir_lib.Lock(workdir) if jax.process_index() == 0 else contextlib.nullcontext()
-  with lock:
-    workdir_lib.check_resume(workdir, config)
-    (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
-    platform = config.train.get('platform', '')
-    mesh = parallel.make_mesh(config.train.get('num_devices', 0),
-                              jax.devices(platform) if platform else None)
-    # Everything runs on the mesh's devices (a CPU mesh on a GPU machine included).
-    with jax.default_device(mesh.devices.flat[0]):
+  writer = hosts.is_writer()
+  if writer:
+    if force_new:
+      workdir_lib.set_aside(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+  platform = config.train.get('platform', '')
+  # Before anything is written: a mesh that leaves out a process is an error on every one.
+  mesh = parallel.make_mesh(config.train.get('num_devices', 0),
+                            jax.devices(platform) if platform else None)
+  with workdir_lib.Lock(workdir) if writer else contextlib.nullcontext():
+    if writer:
+      workdir_lib.check_resume(workdir, config)
+      (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
+    hosts.barrier('wsabie_jax: workdir checked')
+    # Everything runs on the mesh's devices (a CPU mesh on a GPU machine
+    # included), each process's on its own: one it does not drive cannot be read.
+    with jax.default_device(parallel.local_devices(mesh)[0]):
       return _run(config, workdir, build(config, mesh))
 
 
@@ -64,9 +75,12 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
     raise ValueError(f'config.train.select_metric={metric!r} is not one of '
                      f'{sorted(method.select_metrics)}')
   log.info('data: %s', method.description)
-  workdir_lib.save_vocabulary(workdir, method.vocabulary)
+  if hosts.is_writer():
+    workdir_lib.save_vocabulary(workdir, method.vocabulary)
   if method.mesh.devices.size > 1:
-    log.info('data parallel over %d devices', method.mesh.devices.size)
+    log.info('data parallel over %d devices (%d a process, %d processes)',
+             method.mesh.devices.size, len(parallel.local_devices(method.mesh)),
+             jax.process_count())
   ckpts = checkpoints.Checkpoints(workdir)
   summaries = None
   try:
@@ -75,11 +89,15 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
     if restored is not None:
       state, record = restored
       log.info('resumed from step %d (%s)', int(state.step), record)
+      hosts.WHEREABOUTS.checkpoint = int(state.step)
     summaries = Summaries(workdir)
     recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
     with objects_frozen():
       state = _train(config, state, method, ckpts, recorder, summaries)
+    if jax.process_count() > 1:  # every process holds the same replica: its log says so
+      log.info('process %d: the state after step %d has checksum %08x', jax.process_index(),
+               int(state.step), checksum(state))
     best = ckpts.restore_best(state)
     result = method.test(best[0] if best is not None else state, workdir)
   finally:
@@ -97,7 +115,7 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
                 stopped=r['stopped'] or 'completed', epochs=rows_done / method.stream.num_examples)
   summaries.scalars(steps, result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
-  if jax.process_index() == 0:
+  if hosts.is_writer():
     (workdir / 'metrics.json').write_text(json.dumps(result, indent=2, sort_keys=True))
   return result
 
@@ -110,6 +128,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   start_step = int(state.step)
   pairs_per_row = _pairs_per_row(stream)
   progress = Progress(total_steps, train.batch_size * pairs_per_row,
+                      stream=sys.stderr if hosts.is_writer() else io.StringIO(),  # one bar
                       unit='pairs' if pairs_per_row != 1.0 else 'ex',
                       budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
                       if train.max_seconds else 0.0)
@@ -137,6 +156,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       state, stats, done = steps(state, step)
       clock.leave_out(steps.compile_seconds - compiled)  # (the first call's, a new budget class's)
       step += done
+      hosts.WHEREABOUTS.step = step
       if first:
         jax.block_until_ready(state)
         since = (step, clock.step_seconds)
@@ -177,6 +197,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         with clock.excluded():
           ckpts.write_best()  # before the latest, whose record names it
           ckpts.save(ckpts.latest, state, r)
+        hosts.WHEREABOUTS.checkpoint = step
       if stop:
         log.info('stopping at step %d: %s', step, stop)
         break
@@ -185,6 +206,14 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
     steps.close()
     progress.close()
   return state
+
+
+def checksum(state) -> int:
+  """CRC-32 of a state's values (this process's copy of a replicated state)."""
+  crc = 0
+  for leaf in jax.tree.leaves(state):
+    crc = zlib.crc32(np.ascontiguousarray(jax.device_get(leaf)).tobytes(), crc)
+  return crc
 
 
 def _pairs_per_row(stream) -> float:

@@ -7,8 +7,9 @@ and every replica applies the same row updates, so the replicas stay equal.
 The draws are the single-device step's draws, sliced, so N devices give the
 parameters one device gives for the same global batch.
 
-Multi-host: call `initialize_distributed` first; each process then feeds its
-slice of the global batch (`shard_batch`). What a host decides from its own
+Multi-host (training/hosts.py starts it): the mesh spans every process, each
+process builds and feeds only its rows of the global batch (`local_rows`,
+`shard_batch`) and places the replicated state from host memory (`replicate`). What a host decides from its own
 clock (the time budget's stop, the validation interval fitted to it) is
 process 0's decision on every host (`agreed`): hosts that disagreed would
 run different programs and wait on each other's collectives for ever.
@@ -34,51 +35,97 @@ def agreed(value: int) -> int:
   return int(multihost_utils.broadcast_one_to_all(np.int32(value)))
 
 
-def initialize_distributed(coordinator_address: str, num_processes: int, process_id: int):
-  """jax.distributed.initialize for multi-host runs (one process per host)."""
-  jax.distributed.initialize(coordinator_address=coordinator_address,
-                             num_processes=num_processes, process_id=process_id)
-
-
 def make_mesh(num_devices: int = 0, devices=None) -> Mesh:
-  """A 1-D mesh over the first `num_devices` of `devices` (default: jax.devices()).
+  """A 1-D mesh over `num_devices` of `devices` (default: jax.devices(), every
+  process's), with the same number from every process.
 
-  0 means all devices (all hosts) on accelerators, and one on CPU: several
-  CPU "devices" are threads of one process sharing its cores (a test set-up).
+  0 means all devices (all hosts) on accelerators and with several processes,
+  and one on a lone CPU process: its CPU "devices" are threads sharing its
+  cores (a test set-up). With several processes a mesh must hold devices of
+  every one of them (a process without any would run no step and wait on the
+  others' collectives): `num_devices` is then split evenly over them.
   """
   devices = list(devices) if devices is not None else jax.devices()
-  if num_devices == 0 and devices[0].platform == 'cpu':
+  processes = sorted({d.process_index for d in devices})
+  if len(processes) == 1 and num_devices == 0 and devices[0].platform == 'cpu':
     num_devices = 1
-  if num_devices:
-    if num_devices > len(devices):
-      raise ValueError(f'asked for {num_devices} devices, only {len(devices)} exist')
+  if num_devices > len(devices):
+    raise ValueError(f'config.train.num_devices={num_devices}: only {len(devices)} devices '
+                     f'exist ({len(processes)} process(es))')
+  if len(processes) > 1:
+    devices = _from_every_process(devices, processes, num_devices)
+  elif num_devices:
     devices = devices[:num_devices]
   return Mesh(np.asarray(devices), (AXIS,))
 
 
+def _from_every_process(devices, processes, num_devices: int) -> list:
+  """`num_devices` (0: all) devices, the same number from each process, in
+  process order (a process's devices hold consecutive rows of the batch)."""
+  if jax.process_count() != len(processes):
+    raise ValueError(f'the devices given belong to processes {processes} of '
+                     f'{jax.process_count()}: a mesh must span every process')
+  mine = {p: [d for d in devices if d.process_index == p] for p in processes}
+  least = min(len(v) for v in mine.values())
+  each = least if num_devices == 0 else num_devices // len(processes)
+  if num_devices % len(processes) or each > least or each == 0:
+    raise ValueError(f'config.train.num_devices={num_devices} cannot be split evenly over '
+                     f'{len(processes)} processes of {least}+ devices each: use 0 (all) or a '
+                     f'multiple of {len(processes)} up to {least * len(processes)}')
+  return [d for p in processes for d in mine[p][:each]]
+
+
+def local_devices(mesh: Mesh) -> list:
+  """The mesh's devices this process drives."""
+  return [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+
+
+def local_rows(size: int, mesh: Mesh) -> tuple[int, int]:
+  """[start, stop) of this process's rows in a global batch of `size` split
+  over the mesh (make_mesh orders devices by process: a contiguous block)."""
+  n, i = jax.process_count(), jax.process_index()
+  return i * size // n, (i + 1) * size // n
+
+
 def replicate(tree, mesh: Mesh):
-  """Places a pytree (the TrainState) whole on every device of the mesh."""
-  return jax.device_put(tree, replicated(mesh))
+  """Places a pytree (the TrainState, a resident table) whole on every device
+  of the mesh. With several processes each builds its own devices' copies
+  from host memory (a state restored or made on a local device cannot be
+  copied across hosts); every process holds the same values."""
+  sharding = replicated(mesh)
+  if jax.process_count() == 1:
+    return jax.device_put(tree, sharding)
+
+  def one(x):
+    host = np.asarray(jax.device_get(x))
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+  return jax.tree.map(one, tree)
 
 
-def shard_batch(batch, mesh: Mesh, axis: int = 0):
-  """Places a global batch (a pytree, identical on every process) with its rows
-  (along `axis`: 1 for a call's N×B stack of steps) split over the mesh."""
+def shard_batch(batch, mesh: Mesh, axis: int = 0, local: bool = False):
+  """Places a batch (a pytree) with its rows (along `axis`: 1 for a call's N×B
+  stack of steps) split over the mesh. `batch` is the global batch (the same
+  on every process; each keeps its rows), or with `local` this process's rows
+  alone (`local_rows`: a process builds only the rows its devices train on)."""
   sharding = NamedSharding(mesh, P(*[None] * axis, AXIS))
   size = mesh.devices.size
+  n = jax.process_count()
   for path, x in jax.tree_util.tree_leaves_with_path(batch):
-    if x.shape[axis] % size:
-      raise ValueError(f'batch size {x.shape[axis]} ({jax.tree_util.keystr(path)}) is not '
+    rows = x.shape[axis] * (n if local else 1)
+    if rows % size:
+      raise ValueError(f'batch size {rows} ({jax.tree_util.keystr(path)}) is not '
                        f'divisible by {size} devices')
-  if jax.process_count() == 1:
+  if n == 1:
     return jax.device_put(batch, sharding)
-  n, i = jax.process_count(), jax.process_index()
 
-  def local(v):
-    rows = np.arange(i * v.shape[axis] // n, (i + 1) * v.shape[axis] // n)
-    return jax.make_array_from_process_local_data(sharding, np.take(v, rows, axis))
+  def put(v):
+    if not local:
+      start, stop = local_rows(v.shape[axis], mesh)
+      v = np.take(v, np.arange(start, stop), axis)
+    return jax.make_array_from_process_local_data(sharding, v)
 
-  return jax.tree.map(local, batch)
+  return jax.tree.map(put, batch)
 
 
 def combine(grad):

@@ -78,21 +78,28 @@ class Summaries:
   """TensorBoard scalars under workdir/tensorboard (tensorboardX: no TensorFlow
   needed). A call's scalars go as one event: one add_scalar each cost ~3 ms of
   wall-clock a validation (24 metrics, 2 cores), and the writer thread's work
-  slowed the steps after it."""
+  slowed the steps after it. One writer: process 0 (the others' are no-ops;
+  every process computes the same values)."""
 
   def __init__(self, workdir):
+    self.writer = None
+    if jax.process_index() != 0:
+      return
     from tensorboardX import FileWriter
     from tensorboardX.proto.summary_pb2 import Summary
     self.writer, self._summary = FileWriter(str(pathlib.Path(workdir) / 'tensorboard')), Summary
 
   def scalars(self, step: int, values: dict, prefix: str):
+    if self.writer is None:
+      return
     scalars = [self._summary.Value(tag=f'{prefix}/{name}', simple_value=float(value))
                for name, value in values.items() if isinstance(value, (int, float))]
     if scalars:
       self.writer.add_summary(self._summary(value=scalars), global_step=step)
 
   def close(self):
-    self.writer.close()
+    if self.writer is not None:
+      self.writer.close()
 
 
 class Recorder:

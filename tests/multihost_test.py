@@ -1,0 +1,269 @@
+"""Several processes train as one (training/hosts.py, training/parallel.py).
+
+Each cluster here is launch/train.py in 2 processes × 2 CPU devices joined
+through jax.distributed over 127.0.0.1 (a free port; launch/local_cluster.py
+builds the commands), as hosts of a pod slice would run it. Every process
+started is waited for with a timeout and killed at the end, whatever happens.
+"""
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TIMEOUT = 300  # seconds a cluster may take before the test fails (it takes ~15)
+SMALL = ['--config=configs/wsabie_synthetic.py:small', '--config.train.max_steps=200',
+         '--config.train.checkpoint_every_steps=100', '--config.train.num_devices=4']
+TIMES = {'train_seconds', 'train_examples_per_sec'}
+
+
+def _local_cluster():
+  spec = importlib.util.spec_from_file_location('local_cluster', ROOT / 'launch/local_cluster.py')
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+cluster = _local_cluster()
+
+
+class Run:
+  """Processes started together; each one's exit status and output once ended."""
+
+  def __init__(self, args, processes: int = 2, devices: int = 2, heartbeat: int = 30,
+               script: str = 'launch/train.py'):
+    args = [*args, f'--heartbeat_timeout={heartbeat}', '--initialization_timeout=120']
+    if processes == 1:
+      cmds = [[sys.executable, script, *args]]
+    else:
+      cmds = cluster.commands(script, args, processes, cluster.free_port())
+    self.procs = [subprocess.Popen(c, cwd=ROOT, env=cluster.environment(devices),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for c in cmds]
+    self.outputs = [None] * len(self.procs)
+
+  def kill(self, i: int):
+    self.procs[i].send_signal(signal.SIGKILL)
+
+  def wait(self, i: int | None = None, timeout: float = TIMEOUT):
+    """(exit status, stdout, stderr) of process i, or of all when None."""
+    which = range(len(self.procs)) if i is None else [i]
+    deadline = time.monotonic() + timeout
+    try:
+      for j in which:
+        if self.outputs[j] is None:
+          out, err = self.procs[j].communicate(timeout=max(deadline - time.monotonic(), 0.1))
+          self.outputs[j] = (self.procs[j].returncode, out, err)
+    except subprocess.TimeoutExpired:
+      self.stop()
+      pytest.fail(f'processes still running after {timeout} s')
+    return self.outputs if i is None else self.outputs[i]
+
+  def succeed(self):
+    for rc, out, err in self.wait():
+      assert rc == 0, err[-4000:]
+    return self.outputs
+
+  def stop(self):
+    for p in self.procs:
+      if p.poll() is None:
+        p.kill()
+      p.communicate()
+
+
+def _train(workdir, *args, base=SMALL, **kw):
+  run = Run([*base, f'--workdir={workdir}', *args], **kw)
+  try:
+    return run.succeed()
+  finally:
+    run.stop()
+
+
+def _metrics(workdir) -> dict:
+  metrics = json.loads((pathlib.Path(workdir) / 'metrics.json').read_text())
+  return {k: v for k, v in metrics.items() if k not in TIMES}
+
+
+def _checksums(outputs) -> list[str]:
+  return [re.search(r'has checksum (\w+)', err).group(1) for _, _, err in outputs]
+
+
+def _wait_for(path: pathlib.Path, run: Run, timeout: float = TIMEOUT):
+  deadline = time.monotonic() + timeout
+  while not path.exists():
+    if any(p.poll() is not None for p in run.procs) or time.monotonic() > deadline:
+      run.stop()
+      pytest.fail(f'{path} never appeared: {run.wait(0)[2][-3000:]}')
+    time.sleep(0.02)
+
+
+def _states(workdir):
+  """The workdir's latest and best states, restored by this (single) process."""
+  from wsabie_jax.experiments import run
+  from wsabie_jax.training import checkpoints
+  restored = run.Restored(workdir)
+  ckpts = checkpoints.Checkpoints(workdir)
+  try:
+    latest, _ = ckpts.restore(ckpts.latest, restored.state)
+  finally:
+    ckpts.close()
+  return [np.asarray(x) for x in jax.tree.leaves((latest, restored.state))]
+
+
+@pytest.fixture(scope='module')
+def two_processes(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('two')
+  return workdir, _train(workdir)
+
+
+@pytest.fixture(scope='module')
+def one_process(tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('one')
+  _train(workdir, processes=1, devices=4)
+  return workdir
+
+
+def test_two_processes_train_as_one_process_of_four_devices(two_processes, one_process):
+  """Every process sees the 4 global devices and ends with the same replica;
+  the test metrics equal one process driving 4 devices, exactly."""
+  workdir, outputs = two_processes
+  for _, _, err in outputs:
+    assert 'data parallel over 4 devices (2 a process, 2 processes)' in err
+  sums = _checksums(outputs)
+  assert sums[0] == sums[1], sums
+  assert _metrics(workdir) == _metrics(one_process)
+
+
+def test_one_writer_for_the_workdir(two_processes):
+  workdir, _ = two_processes
+  assert len(list((workdir / 'tensorboard').iterdir())) == 1
+  json.loads((workdir / 'config.json').read_text())
+  steps = [json.loads(line)['step'] for line in (workdir / 'history.jsonl').read_text().splitlines()]
+  assert steps == [50, 100, 150, 200]  # each validation once, not once a process
+  assert (workdir / 'LOCK').read_text() == ''  # released
+
+
+def test_kill_both_after_a_checkpoint_then_resume(two_processes, tmp_path):
+  """SIGKILL both once step 100 is saved; restarted, they end where the
+  uninterrupted run ended, bit for bit."""
+  straight, _ = two_processes
+  run = Run([*SMALL, f'--workdir={tmp_path}'])
+  try:
+    _wait_for(tmp_path / 'checkpoints' / '100', run)
+    run.kill(0)
+    run.kill(1)
+    run.wait()
+  finally:
+    run.stop()
+  assert not (tmp_path / 'metrics.json').exists(), 'the kill came after the end'
+  outputs = _train(tmp_path)
+  assert all('resumed from step 100' in err for _, _, err in outputs)
+  assert _metrics(tmp_path) == _metrics(straight)
+  for a, b in zip(_states(tmp_path), _states(straight)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_a_dead_peer_stops_the_others_with_one_line(tmp_path):
+  """Process 1 killed mid-run: process 0 exits with status 1 and one line
+  within the heartbeat timeout (plus start-up slack), and what it saved restores."""
+  heartbeat = 5
+  run = Run([*SMALL, f'--workdir={tmp_path}', '--config.train.max_steps=100000'],
+            heartbeat=heartbeat)
+  try:
+    _wait_for(tmp_path / 'checkpoints' / '100', run)
+    run.kill(1)
+    killed = time.monotonic()
+    rc, _, err = run.wait(0, timeout=heartbeat + 60)
+    took = time.monotonic() - killed
+  finally:
+    run.stop()
+  last = err.strip().splitlines()[-1]
+  assert rc == 1, err[-3000:]
+  assert re.fullmatch(r'error: process 1 stopped answering at step \d+; the last checkpoint is '
+                      r'step \d+; restart every process to resume', last), last
+  assert heartbeat * 0.5 < took < heartbeat + 60
+  from wsabie_jax.experiments import run as run_lib
+  assert int(run_lib.Restored(tmp_path).state.step) >= 100
+
+
+def test_a_failing_process_stops_the_others(tmp_path):
+  """Process 0 cannot take the workdir (another run holds its lock): both
+  stop at once, process 1 saying why."""
+  import fcntl
+  fd = os.open(tmp_path / 'LOCK', os.O_RDWR | os.O_CREAT)
+  fcntl.flock(fd, fcntl.LOCK_EX)
+  os.write(fd, json.dumps({'pid': 1, 'host': 'elsewhere', 'started': 'now'}).encode())
+  run = Run([*SMALL, f'--workdir={tmp_path}'])
+  try:
+    (rc0, _, err0), (rc1, _, err1) = run.wait(timeout=120)
+  finally:
+    run.stop()
+    os.close(fd)
+  assert rc0 == rc1 == 1
+  assert err0.strip().splitlines()[-1].startswith(f'error: {tmp_path} is in use by pid 1')
+  assert err1.strip().splitlines()[-1].startswith(
+      f'error: process 0 failed ({tmp_path} is in use by pid 1')
+
+
+def test_each_process_builds_only_its_rows_of_streamed_batches(tmp_path):
+  """Shards streamed from disk: process i reads and pads only rows
+  [i·B/2, (i+1)·B/2) of each batch, and the result is one process's."""
+  from wsabie_jax.data import shards, synthetic
+  spec = synthetic.SyntheticSpec(num_labels=50, num_features=200, nnz=8)
+  for split, n in (('train', 1200), ('valid', 100), ('test', 100)):
+    shards.write_synthetic(spec, tmp_path / 'data' / split, n, 500, split)
+  args = ['--config=configs/wsabie_webscale.py:small', f'--config.data.shards_dir={tmp_path / "data"}',
+          '--config.train.max_steps=30', '--config.train.batch_size=64',
+          '--config.train.eval_every_steps=15', '--config.train.checkpoint_every_steps=15',
+          '--config.train.num_devices=4', '--config.model.dim=16', '--config.loss.num_draws=10']
+  outputs = _train(tmp_path / 'two', *args, base=[])
+  assert 'process 0 builds rows 0-31 of each batch of 64' in outputs[0][2]
+  assert 'process 1 builds rows 32-63 of each batch of 64' in outputs[1][2]
+  _train(tmp_path / 'one', *args, base=[], processes=1, devices=4)
+  assert _metrics(tmp_path / 'two') == _metrics(tmp_path / 'one')
+
+
+def test_skipgram_on_two_processes_saves_and_resumes(tmp_path):
+  """Paper 004's step (partitioned by XLA) on two processes: a run stopped at
+  a checkpoint and resumed ends as one process's uninterrupted run."""
+  args = ['--config=configs/skipgram_synthetic.py:proposed,small', '--config.oov.steps=0',
+          '--config.train.batch_size=32', '--config.train.eval_every_steps=5',
+          '--config.train.checkpoint_every_steps=10', '--config.train.num_devices=4']
+  Run([*args, f'--workdir={tmp_path / "two"}', '--config.train.max_steps=10']).succeed()
+  outputs = Run([*args, f'--workdir={tmp_path / "two"}', '--config.train.max_steps=20']).succeed()
+  assert all('resumed from step 10' in err for _, _, err in outputs)
+  sums = _checksums(outputs)
+  assert sums[0] == sums[1], sums
+  Run([*args, f'--workdir={tmp_path / "one"}', '--config.train.max_steps=20'], processes=1,
+      devices=4).succeed()
+  assert _metrics(tmp_path / 'two') == pytest.approx(_metrics(tmp_path / 'one'), abs=1e-6)
+
+
+def test_evaluate_and_annotate_read_a_two_process_workdir(two_processes, tmp_path):
+  """One process (one device) reads what two wrote."""
+  workdir, _ = two_processes
+  env = dict(os.environ, XLA_FLAGS='', JAX_PLATFORMS='cpu')
+  out = subprocess.run([sys.executable, 'launch/evaluate.py', f'--workdir={workdir}'], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=TIMEOUT)
+  assert out.returncode == 0, out.stderr[-3000:]
+  got, want = json.loads(out.stdout), _metrics(workdir)
+  for key in ('p@1', 'p@10', 'map'):
+    assert got[key] == pytest.approx(want[key], abs=1e-6), key
+  from wsabie_jax.data import libsvm, synthetic
+  from wsabie_jax.experiments import tables
+  spec = synthetic.SyntheticSpec(**tables.load('wsabie_synthetic:small').data.synthetic)
+  libsvm.write_libsvm(synthetic.generate(spec, 3, split='test'), tmp_path / 'new.txt')
+  out = subprocess.run([sys.executable, 'launch/annotate.py', f'--workdir={workdir}',
+                        f'--input={tmp_path / "new.txt"}', '--k=4'],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert [line[:4] for line in out.stdout.splitlines()] == ['0: g', '1: g', '2: g']
