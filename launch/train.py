@@ -27,11 +27,14 @@ _CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config fil
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Checkpoints, summaries and metrics.json go here.')
 flags.mark_flags_as_required(['config', 'workdir'])
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None,
-                                   'Several hosts: host:port of process 0 (jax.distributed). '
-                                   'Without it, a SLURM, Open MPI or Cloud TPU pod launch is '
-                                   'detected from the environment.')
+                                   'Several hosts: host:port of process 0 (jax.distributed); '
+                                   'without it, see --distributed.')
 _NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'Several hosts: how many processes.')
 _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'Several hosts: this process (0 ... N-1).')
+_DISTRIBUTED = flags.DEFINE_enum('distributed', 'auto', list(hosts.MODES), 'Several hosts: auto '
+                                  '(join when --coordinator_address is given or SLURM / Open MPI '
+                                  'started several processes), on (always: JAX finds the others, '
+                                  'as on a Cloud TPU pod slice), off (one process).')
 _INIT_TIMEOUT = flags.DEFINE_integer('initialization_timeout', 300, 'Several hosts: seconds to '
                                      'wait for every process to join.')
 _HEARTBEAT_TIMEOUT = flags.DEFINE_integer('heartbeat_timeout', 30, 'Several hosts: a process '
@@ -47,7 +50,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   py_logging.getLogger('wsabie_jax').setLevel(py_logging.INFO)
   hosts.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
-                   initialization_timeout=_INIT_TIMEOUT.value,
+                   mode=_DISTRIBUTED.value, initialization_timeout=_INIT_TIMEOUT.value,
                    heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
   with hosts.Peers(_HEARTBEAT_TIMEOUT.value), cli.one_line_errors():
     metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _FORCE_NEW.value)

@@ -159,6 +159,7 @@ class ShardedPairStream:
     self.max_features, self.max_positives = shard_set.max_features, shard_set.max_positives
     self.num_examples = int(shard_set.num_pairs_S.sum())
     self._cached = (None, None)  # ((epoch, shard), (dataset, pair_image, pair_label, permutation))
+    self.held_bytes = 0  # the most the cached shard has held (arrays' bytes)
     self.position = EpochOrder(self.num_examples, batch_size, seed).position
 
   def _shard(self, epoch: int, shard: int):
@@ -167,6 +168,9 @@ class ShardedPairStream:
       pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
       perm = np.random.default_rng([self.seed, epoch, shard]).permutation(len(pair_image))
       self._cached = ((epoch, shard), (ds, pair_image, ds.label_idx, perm))
+      held = sum(a.nbytes for a in (ds.feat_indptr, ds.feat_idx, ds.feat_val, ds.label_indptr,
+                                    ds.label_idx, pair_image, perm))
+      self.held_bytes = max(self.held_bytes, held)
     return self._cached[1]
 
   def batch(self, step: int, rows: tuple[int, int] | None = None) -> dict:

@@ -107,7 +107,7 @@ class Dispatcher:
 
   def __init__(self, train, method: Method, start_step: int, total_steps: int,
                eval_every: int | None = None):
-    self.mesh = method.mesh
+    self.mesh, self._method = method.mesh, method
     self.multi = self.mesh.devices.size > 1
     self.options = compiler_options(train.get('deterministic', False))
     per_call = train.get('steps_per_call', 1)
@@ -129,19 +129,30 @@ class Dispatcher:
     if per_call == 1:
       self.mode = 'per step'
       self.fn = self._compile_one(method)
-      calls = ((s, 1, self._batch(stream, s), None) for s, _ in schedule)
+      calls = ((s, 1, self._counted(self._batch(stream, s)), None) for s, _ in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0), None)
     else:
       self.planned = resident and hasattr(stream, 'plan') and plans_on_host(train, self.mesh)
       self.mode = ('resident, packs planned on the host' if self.planned else 'resident'
                    ) if resident else 'streamed'
-      self._method, self._per_call, self._fns = method, per_call, {}
+      self._per_call, self._fns = per_call, {}
       self.table = self._replicate(stream.table()) if resident else {}
       calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
-    self.calls = batching.prefetch(calls, size=2, put=put)
+    self.call_bytes = 0  # the most one call's input (its ids, plans or batches) has held
+    self.calls = batching.prefetch(calls, size=self.PREFETCH, put=put)
     self._executables = {}  # by the packs' budget class and the inputs' shapes
     self.compile_seconds = 0.0  # spent compiling calls: the loop leaves it out of the steps' time
+
+  PREFETCH = 2  # calls built ahead: with the one being built and the one running, 4 held
+
+  def input_held(self) -> str:
+    """What the host holds of the input at most: the calls in flight and the
+    stream's own cache (a shard), for the log."""
+    mib = lambda n: f'{n / 2**20:,.1f} MiB'
+    held = f'{self.PREFETCH + 2} calls of at most {mib(self.call_bytes)}'
+    cached = getattr(self._method.stream, 'held_bytes', None)
+    return held + (f' + a shard of {mib(cached)}' if cached is not None else '')
 
   def place(self, state):
     """The state on the mesh, committed there as the calls' outputs will be:
@@ -170,7 +181,7 @@ class Dispatcher:
       steps = list(stream.ids_block(first, n))
     else:  # streamed batches, or ids drawn afresh each step (parts' quadruplets)
       steps = [stream.ids(i) if resident else self._batch(stream, i) for i in range(first, first + n)]
-    xs = jax.tree.map(lambda *x: np.stack(x), *steps)
+    xs = self._counted(jax.tree.map(lambda *x: np.stack(x), *steps))
     budget = stream.budget(xs) if resident and hasattr(stream, 'budget') else None
     if self.planned:  # the n steps' only: the padding copies the first
       xs = stream.plan(xs, budget)
@@ -258,6 +269,10 @@ class Dispatcher:
     return {'out_shardings': (parallel.replicated(self.mesh), parallel.replicated(self.mesh))}
 
   # --- transfers ------------------------------------------------------------
+
+  def _counted(self, xs):
+    self.call_bytes = max(self.call_bytes, sum(a.nbytes for a in jax.tree.leaves(xs)))
+    return xs
 
   def _batch(self, stream, step: int):
     return stream.batch(step) if self.rows is None else stream.batch(step, rows=self.rows)

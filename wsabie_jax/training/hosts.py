@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import pathlib
 import sys
 import threading
 import time
@@ -56,14 +57,23 @@ def detected_cluster(environ=os.environ) -> str | None:
   return None
 
 
+MODES = ('auto', 'on', 'off')
+
+
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None, *, initialization_timeout: int = 300,
-               heartbeat_timeout: int = 30) -> bool:
+               process_id: int | None = None, *, mode: str = 'auto',
+               initialization_timeout: int = 300, heartbeat_timeout: int = 30) -> bool:
   """Joins this process to the others (jax.distributed.initialize); True when
-  it did. With no coordinator address, only where `detected_cluster` finds a
-  launcher of several processes (JAX's detection then fills in the rest).
+  it did. `mode` 'auto': with a coordinator address, or where
+  `detected_cluster` finds a launcher of several processes (JAX's detection
+  fills in the rest); 'on': always (JAX's detection: a Cloud TPU pod slice's
+  hosts find each other through its metadata); 'off': never (one process).
   `heartbeat_timeout`: `Peers`'; the runtime's own is twice it."""
-  if coordinator_address is None:
+  if mode not in MODES:
+    raise ValueError(f'--distributed={mode!r}: expected one of {", ".join(MODES)}')
+  if mode == 'off':
+    return False
+  if mode == 'auto' and coordinator_address is None:
     cluster = detected_cluster()
     if cluster is None:
       return False
@@ -90,17 +100,26 @@ def barrier(name: str) -> None:
 
 @dataclasses.dataclass
 class Whereabouts:
-  """The step the loop reached and its last checkpoint (written by the loop,
-  read by `Peers` when it reports a failure)."""
+  """The step the loop reached and where its checkpoints go (written by the
+  loop, read by `Peers` when it reports a failure)."""
   step: int | None = None
-  checkpoint: int | None = None
+  checkpoints: pathlib.Path | None = None
+
+  def last_checkpoint(self) -> int | None:
+    """The newest step committed on disk (Orbax names a step's folder by its
+    number once written whole): a save the failure interrupted is not one."""
+    if self.checkpoints is None or not self.checkpoints.is_dir():
+      return None
+    return max((int(p.name) for p in self.checkpoints.iterdir() if p.name.isdigit()),
+               default=None)
 
   def describe(self) -> str:
     """' at step N; the last checkpoint is step M; restart …' (appended to a reason)."""
-    if self.step is None and self.checkpoint is None:
+    if self.step is None and self.checkpoints is None:
       return ' before training began'
     at = f' at step {self.step}' if self.step is not None else ''
-    kept = (f'the last checkpoint is step {self.checkpoint}' if self.checkpoint is not None
+    last = self.last_checkpoint()
+    kept = (f'the last checkpoint is step {last}' if last is not None
             else 'no checkpoint was saved yet')
     return f'{at}; {kept}; restart every process to resume'
 

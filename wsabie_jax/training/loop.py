@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import pathlib
+import resource
 import sys
 import zlib
 from typing import Callable
@@ -82,6 +83,7 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
              method.mesh.devices.size, len(parallel.local_devices(method.mesh)),
              jax.process_count())
   ckpts = checkpoints.Checkpoints(workdir)
+  hosts.WHEREABOUTS.checkpoints = pathlib.Path(ckpts.latest.directory)
   summaries = None
   try:
     state, record = method.init_state(), None
@@ -89,7 +91,6 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
     if restored is not None:
       state, record = restored
       log.info('resumed from step %d (%s)', int(state.step), record)
-      hosts.WHEREABOUTS.checkpoint = int(state.step)
     summaries = Summaries(workdir)
     recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
@@ -197,7 +198,6 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         with clock.excluded():
           ckpts.write_best()  # before the latest, whose record names it
           ckpts.save(ckpts.latest, state, r)
-        hosts.WHEREABOUTS.checkpoint = step
       if stop:
         log.info('stopping at step %d: %s', step, stop)
         break
@@ -205,6 +205,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
     ckpts.write_best()  # a stop by an error too: the held best is a validated state
     steps.close()
     progress.close()
+  log.info('process %d: input held at most %s; peak memory %s MiB', jax.process_index(),
+           steps.input_held(), f'{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f}')
   return state
 
 

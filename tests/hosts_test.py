@@ -1,0 +1,195 @@
+"""training/hosts.py's decisions with a stand-in key-value store and clock, and
+the mesh and row rules of several processes (parallel.py) with stand-in devices.
+tests/multihost_test.py runs the real thing over 127.0.0.1."""
+import types
+
+import numpy as np
+import pytest
+
+from wsabie_jax.training import hosts, parallel
+
+
+class FakeStore:
+  """The coordination service's key-value calls Peers makes."""
+
+  def __init__(self):
+    self.values, self.down = {}, False
+
+  def key_value_set(self, key, value, allow_overwrite=False):
+    self._check()
+    assert allow_overwrite or key not in self.values
+    self.values[key] = value
+
+  def key_value_dir_get(self, prefix):
+    self._check()
+    return [(k, v) for k, v in self.values.items() if k.startswith(prefix)]
+
+  def _check(self):
+    if self.down:
+      raise RuntimeError('UNAVAILABLE: Connection reset by peer')
+
+
+class FakeClock:
+  def __init__(self):
+    self.now = 0.0
+
+  def __call__(self):
+    return self.now
+
+
+@pytest.fixture(autouse=True)
+def whereabouts(monkeypatch, tmp_path):
+  for name in ('100', '200', '300.orbax-checkpoint-tmp-1'):  # 300: a save never finished
+    (tmp_path / name).mkdir()
+  monkeypatch.setattr(hosts, 'WHEREABOUTS', hosts.Whereabouts(step=300, checkpoints=tmp_path))
+
+
+def _peers(store, clock, me=0, count=3, timeout=10.0):
+  return hosts.Peers(timeout, process=me, count=count, client=store, clock=clock)
+
+
+def test_a_silent_peer_is_named_after_the_timeout_not_before():
+  store, clock = FakeStore(), FakeClock()
+  peers = [_peers(store, clock, me=i) for i in range(3)]
+  for p in peers:
+    p.beat()
+  assert peers[0].verdict() is None
+  for t in (4.0, 8.0, 9.9):  # 0 and 2 beat on, 1 has gone silent since t = 0
+    clock.now = t
+    peers[0].beat()
+    peers[2].beat()
+    assert peers[0].verdict() is None, t
+  clock.now = 10.0
+  assert peers[0].verdict() == ('process 1 stopped answering at step 300; the last checkpoint '
+                                'is step 200; restart every process to resume')
+
+
+def test_a_beating_peer_is_never_named():
+  store, clock = FakeStore(), FakeClock()
+  a, b = _peers(store, clock, me=0, count=2), _peers(store, clock, me=1, count=2)
+  for t in range(100):
+    clock.now = t * 3.0
+    b.beat()
+    assert a.verdict() is None
+
+
+def test_a_published_failure_is_named_at_once_and_acknowledged():
+  store, clock = FakeStore(), FakeClock()
+  a, b = _peers(store, clock, me=0, count=2), _peers(store, clock, me=1, count=2)
+  store.key_value_set('wsabie/failed/1', 'error: data/train.txt line 3: NaN')
+  assert a.verdict() == ('process 1 failed (data/train.txt line 3: NaN) at step 300; the last '
+                         'checkpoint is step 200; restart every process to resume')
+  assert store.values['wsabie/seen/0'] == 'error: data/train.txt line 3: NaN'
+  b.publish_failure('error: data/train.txt line 3: NaN')  # returns: every peer has seen it
+
+
+def test_an_unreachable_service_is_the_coordinators_death():
+  store, clock = FakeStore(), FakeClock()
+  a = _peers(store, clock, me=1, count=2)
+  store.down = True
+  assert a.verdict() is None
+  clock.now = 9.0
+  assert a.verdict() is None
+  clock.now = 10.5
+  assert a.verdict().startswith('process 0 (the coordinator) stopped answering')
+
+
+def test_an_error_leaving_the_context_is_published_and_exits():
+  store, clock = FakeStore(), FakeClock()
+  codes = []
+  peers = hosts.Peers(10.0, process=1, count=2, client=store, clock=clock, exit=codes.append)
+  store.key_value_set('wsabie/seen/0', 'x')  # process 0 reads it at once
+  with pytest.raises(SystemExit), peers:  # (the stand-in exit returns)
+    raise SystemExit('error: config.train.batch_size=0: expected at least 1')
+  assert store.values['wsabie/failed/1'] == 'error: config.train.batch_size=0: expected at least 1'
+  assert codes == [1]
+
+
+def test_one_process_watches_nothing():
+  with hosts.Peers(1.0, process=0, count=1, client=None, exit=pytest.fail):
+    pass
+
+
+def test_describe_before_training(tmp_path):
+  assert hosts.Whereabouts().describe() == ' before training began'
+  assert hosts.Whereabouts(step=5, checkpoints=tmp_path / 'none').describe() == (
+      ' at step 5; no checkpoint was saved yet; restart every process to resume')
+
+
+@pytest.mark.parametrize('environ,found', [
+    ({}, None), ({'SLURM_NTASKS': '1'}, None), ({'SLURM_NTASKS': '4'}, 'SLURM'),
+    ({'OMPI_COMM_WORLD_SIZE': '2'}, 'Open MPI'), ({'TPU_WORKER_HOSTNAMES': 'a'}, None),
+    ({'TPU_WORKER_HOSTNAMES': 'a,b,c,d'}, 'a Cloud TPU pod slice')])
+def test_a_cluster_launch_is_detected_from_its_environment(environ, found):
+  assert hosts.detected_cluster(environ) == found
+
+
+@pytest.mark.parametrize('mode,coordinator,environ,joins', [
+    ('auto', None, {}, False), ('auto', '10.0.0.1:1234', {}, True),
+    ('auto', None, {'SLURM_NTASKS': '8'}, True), ('on', None, {}, True),
+    ('off', '10.0.0.1:1234', {'SLURM_NTASKS': '8'}, False)])
+def test_initialize_joins_when_told_or_launched_as_one_of_several(monkeypatch, mode, coordinator,
+                                                                  environ, joins):
+  calls = []
+  monkeypatch.setattr(hosts.jax.distributed, 'initialize',
+                      lambda *a, **kw: calls.append((a, kw)))
+  for key in ('SLURM_NTASKS', 'OMPI_COMM_WORLD_SIZE', 'TPU_WORKER_HOSTNAMES'):
+    monkeypatch.delenv(key, raising=False)
+  for key, value in environ.items():
+    monkeypatch.setenv(key, value)
+  assert hosts.initialize(coordinator, 2 if coordinator else None, 0 if coordinator else None,
+                          mode=mode, initialization_timeout=7, heartbeat_timeout=9) == joins
+  assert calls == ([((coordinator, 2 if coordinator else None, 0 if coordinator else None),
+                     {'initialization_timeout': 7, 'heartbeat_timeout_seconds': 18})]
+                   if joins else [])
+
+
+# --- the mesh and the rows of several processes ---------------------------------
+
+def _devices(per_process: list[int]):
+  return [types.SimpleNamespace(id=10 * p + i, process_index=p, platform='cpu')
+          for p, n in enumerate(per_process) for i in range(n)]
+
+
+@pytest.mark.parametrize('num_devices,want', [(0, [0, 1, 10, 11]), (4, [0, 1, 10, 11]),
+                                              (2, [0, 10])])
+def test_a_mesh_takes_the_same_number_from_every_process(monkeypatch, num_devices, want):
+  monkeypatch.setattr(parallel.jax, 'process_count', lambda: 2)
+  got = parallel._from_every_process(_devices([2, 2]), [0, 1], num_devices)
+  assert [d.id for d in got] == want
+
+
+@pytest.mark.parametrize('num_devices', [3, 6, 1])
+def test_a_mesh_that_cannot_span_every_process_evenly_is_an_error(monkeypatch, num_devices):
+  monkeypatch.setattr(parallel.jax, 'process_count', lambda: 2)
+  with pytest.raises(ValueError, match='cannot be split evenly over 2 processes'):
+    parallel._from_every_process(_devices([2, 2]), [0, 1], num_devices)
+
+
+def test_a_mesh_that_leaves_out_a_process_is_an_error(monkeypatch):
+  monkeypatch.setattr(parallel.jax, 'process_count', lambda: 3)
+  with pytest.raises(ValueError, match='a mesh must span every process'):
+    parallel._from_every_process(_devices([2, 2]), [0, 1], 0)
+
+
+def test_processes_rows_tile_the_batch(monkeypatch):
+  monkeypatch.setattr(parallel.jax, 'process_count', lambda: 4)
+  rows = []
+  for i in range(4):
+    monkeypatch.setattr(parallel.jax, 'process_index', lambda i=i: i)
+    rows.append(parallel.local_rows(64, mesh=None))
+  assert rows == [(0, 16), (16, 32), (32, 48), (48, 64)]
+
+
+def test_a_streamed_batchs_rows_are_its_slice(tmp_path):
+  """ShardedPairStream.batch(s, rows) is batch(s)[rows], across shard and epoch ends."""
+  from wsabie_jax.data import shards, synthetic
+  spec = synthetic.SyntheticSpec(num_labels=20, num_features=50, nnz=5)
+  shards.write_synthetic(spec, tmp_path, 130, 40)
+  stream = shards.ShardedPairStream(shards.ShardSet(tmp_path), batch_size=48, seed=3)
+  for step in range(12):  # several epochs: batches straddle shards and epochs
+    whole = stream.batch(step)
+    for lo, hi in ((0, 24), (24, 48), (12, 36)):
+      part = stream.batch(step, rows=(lo, hi))
+      for key in whole:
+        np.testing.assert_array_equal(part[key], whole[key][lo:hi], err_msg=f'{step} {key}')
