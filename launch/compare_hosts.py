@@ -13,7 +13,6 @@ killed once the first checkpoint is saved: the seconds until the others
 exit, and their last line. Localhost figures: for information (the
 processes share this machine's cores), not a speed target.
 """
-import importlib.util
 import json
 import pathlib
 import re
@@ -27,6 +26,8 @@ from absl import app, flags, logging
 import jax
 import numpy as np
 
+from wsabie_jax.experiments import local_cluster as cluster
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Scratch folder for the runs.', required=True)
 _PROCESSES = flags.DEFINE_integer('processes', 2, 'Processes of the several-process run.')
@@ -35,14 +36,6 @@ _PEER_DEATH = flags.DEFINE_bool('peer_death', False, 'Also time a peer\'s death 
 _HEARTBEAT = flags.DEFINE_integer('heartbeat_timeout', 30, 'Passed to launch/train.py.')
 
 
-def _cluster_module():
-  spec = importlib.util.spec_from_file_location('local_cluster', ROOT / 'launch/local_cluster.py')
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-cluster = _cluster_module()
 
 
 def _start(args, processes: int) -> list[subprocess.Popen]:

@@ -193,3 +193,29 @@ def test_a_streamed_batchs_rows_are_its_slice(tmp_path):
       part = stream.batch(step, rows=(lo, hi))
       for key in whole:
         np.testing.assert_array_equal(part[key], whole[key][lo:hi], err_msg=f'{step} {key}')
+
+
+# --- launch/local_cluster.py's supervisor ----------------------------------------
+
+def test_the_local_cluster_prefixes_output_and_returns_the_first_failure(capsys):
+  import sys
+  from wsabie_jax.experiments import local_cluster
+  py = lambda code: [sys.executable, '-c', code]
+  assert local_cluster.run_cluster([py('print("a")'), py('print("b")')], {}, 1.0) == 0
+  assert sorted(capsys.readouterr().out.splitlines()) == ['[p0] a', '[p1] b']
+  # One fails; the other would run for ever: killed after the grace period.
+  status = local_cluster.run_cluster([py('import sys; sys.exit(3)'),
+                                      py('import time; time.sleep(600)')], {}, 0.5)
+  assert status == 3
+  assert 'process 1 still running 0 s after a peer failed: killing it' in capsys.readouterr().out
+
+
+def test_the_local_cluster_environment_forces_its_devices(monkeypatch):
+  from wsabie_jax.experiments import local_cluster
+  monkeypatch.setenv('XLA_FLAGS', '--xla_force_host_platform_device_count=4 --xla_other=1')
+  env = local_cluster.environment(2)
+  assert env['XLA_FLAGS'].split() == ['--xla_other=1', '--xla_force_host_platform_device_count=2']
+  assert env['JAX_PLATFORMS'] == 'cpu'
+  cmds = local_cluster.commands('launch/train.py', ['--workdir=w'], 2, 1234)
+  assert cmds[1][-4:] == ['--workdir=w', '--coordinator_address=127.0.0.1:1234',
+                          '--num_processes=2', '--process_id=1']

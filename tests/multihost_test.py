@@ -5,7 +5,6 @@ through jax.distributed over 127.0.0.1 (a free port; launch/local_cluster.py
 builds the commands), as hosts of a pod slice would run it. Every process
 started is waited for with a timeout and killed at the end, whatever happens.
 """
-import importlib.util
 import json
 import os
 import pathlib
@@ -19,6 +18,8 @@ import jax
 import numpy as np
 import pytest
 
+from wsabie_jax.experiments import local_cluster as cluster
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 300  # seconds a cluster may take before the test fails (it takes ~15)
 SMALL = ['--config=configs/wsabie_synthetic.py:small', '--config.train.max_steps=200',
@@ -26,14 +27,6 @@ SMALL = ['--config=configs/wsabie_synthetic.py:small', '--config.train.max_steps
 TIMES = {'train_seconds', 'train_examples_per_sec'}
 
 
-def _local_cluster():
-  spec = importlib.util.spec_from_file_location('local_cluster', ROOT / 'launch/local_cluster.py')
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-cluster = _local_cluster()
 
 
 class Run:
@@ -172,20 +165,26 @@ def test_kill_both_after_a_checkpoint_then_resume(two_processes, tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+def _kill_mid_run(workdir, victim: int, heartbeat: int):
+  """Kills process `victim` once step 100 is saved; the other's (exit status,
+  stderr, seconds from the kill to its exit)."""
+  run = Run([*SMALL, f'--workdir={workdir}', '--config.train.max_steps=100000'],
+            heartbeat=heartbeat)
+  try:
+    _wait_for(workdir / 'checkpoints' / '100', run)
+    run.kill(victim)
+    killed = time.monotonic()
+    rc, _, err = run.wait(1 - victim, timeout=heartbeat + 60)
+    return rc, err, time.monotonic() - killed
+  finally:
+    run.stop()
+
+
 def test_a_dead_peer_stops_the_others_with_one_line(tmp_path):
   """Process 1 killed mid-run: process 0 exits with status 1 and one line
   within the heartbeat timeout (plus start-up slack), and what it saved restores."""
-  heartbeat = 5
-  run = Run([*SMALL, f'--workdir={tmp_path}', '--config.train.max_steps=100000'],
-            heartbeat=heartbeat)
-  try:
-    _wait_for(tmp_path / 'checkpoints' / '100', run)
-    run.kill(1)
-    killed = time.monotonic()
-    rc, _, err = run.wait(0, timeout=heartbeat + 60)
-    took = time.monotonic() - killed
-  finally:
-    run.stop()
+  heartbeat = 8  # seconds: short, yet far above a beat's delay on a loaded machine
+  rc, err, took = _kill_mid_run(tmp_path, victim=1, heartbeat=heartbeat)
   last = err.strip().splitlines()[-1]
   assert rc == 1, err[-3000:]
   assert re.fullmatch(r'error: process 1 stopped answering at step \d+; the last checkpoint is '
@@ -199,17 +198,20 @@ def test_the_coordinators_death_stops_the_others(tmp_path):
   """Process 0 (and the coordination service with it) killed: JAX's runtime
   ends process 1 at once, non-zero, with its own message (docs/MULTIHOST.md
   "Limits": its error callback is not ours to replace)."""
-  heartbeat = 20
-  run = Run([*SMALL, f'--workdir={tmp_path}', '--config.train.max_steps=100000'],
-            heartbeat=heartbeat)
-  try:
-    _wait_for(tmp_path / 'checkpoints' / '100', run)
-    run.kill(0)
-    rc, _, err = run.wait(1, timeout=heartbeat + 60)
-  finally:
-    run.stop()
+  rc, err, _ = _kill_mid_run(tmp_path, victim=0, heartbeat=20)
   assert rc != 0
   assert 'JAX distributed service detected fatal errors' in err, err[-3000:]
+
+
+def test_a_time_budget_stops_every_process_at_the_same_step(tmp_path):
+  """Each process reads its own clock; the stop (and the validation interval
+  fitted to the budget) is process 0's on all (parallel.agreed), so both
+  stop at one step with one replica, whichever step that is."""
+  outputs = _train(tmp_path, '--config.train.max_steps=0', '--config.train.num_epochs=100000',
+                   '--config.train.max_seconds=4', '--config.train.evals_per_budget=4')
+  stops = [re.search(r'stopping at step (\d+): max_seconds', err).group(1) for _, _, err in outputs]
+  assert stops[0] == stops[1], stops
+  assert len(set(_checksums(outputs))) == 1
 
 
 def test_a_failing_process_stops_the_others(tmp_path):

@@ -1,0 +1,76 @@
+"""Several processes on this machine, as several hosts would run them: the
+commands, their environment and a supervisor (launch/local_cluster.py's
+library; tests/multihost_test.py and launch/compare_hosts.py use it too).
+
+Each process gets its own CPU devices (XLA_FLAGS forces the count) and joins
+the others through jax.distributed on a free 127.0.0.1 port.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+def free_port() -> int:
+  """A TCP port free on 127.0.0.1 now (the coordinator binds it moments later)."""
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def commands(script: str, args: list[str], num_processes: int, port: int) -> list[list[str]]:
+  """One command line a process: `script args` and its place in the cluster."""
+  return [[sys.executable, script, *args, f'--coordinator_address=127.0.0.1:{port}',
+           f'--num_processes={num_processes}', f'--process_id={i}'] for i in range(num_processes)]
+
+
+def environment(devices_per_process: int) -> dict:
+  """The processes' environment: CPUs only, `devices_per_process` devices each."""
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONUNBUFFERED='1')
+  flags_ = [f for f in env.get('XLA_FLAGS', '').split()
+            if not f.startswith('--xla_force_host_platform_device_count')]
+  env['XLA_FLAGS'] = ' '.join(flags_ + [f'--xla_force_host_platform_device_count='
+                                        f'{devices_per_process}'])
+  return env
+
+
+def _relay(i: int, stream, out):
+  for line in iter(stream.readline, ''):
+    out.write(f'[p{i}] {line}')
+    out.flush()
+
+
+def run_cluster(cmds: list[list[str]], env: dict, grace_seconds: float, cwd=None) -> int:
+  """Runs the commands side by side; the first non-zero exit status, else 0.
+  After one fails, the rest get `grace_seconds` to end, then SIGKILL."""
+  procs = [subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True) for c in cmds]
+  relays = [threading.Thread(target=_relay, args=(i, p.stdout, sys.stdout), daemon=True)
+            for i, p in enumerate(procs)]
+  for t in relays:
+    t.start()
+  status, deadline = 0, None
+  try:
+    while any(p.poll() is None for p in procs):
+      failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+      if failed and deadline is None:
+        status, deadline = failed[0], time.monotonic() + grace_seconds
+      if deadline is not None and time.monotonic() > deadline:
+        for i, p in enumerate(procs):
+          if p.poll() is None:
+            print(f'[local_cluster] process {i} still running {grace_seconds:.0f} s after a '
+                  'peer failed: killing it', flush=True)
+            p.send_signal(signal.SIGKILL)
+      time.sleep(0.1)
+  finally:
+    for p in procs:  # Ctrl-C (or an error here) takes the cluster down with it
+      if p.poll() is None:
+        p.kill()
+      p.wait()
+    for t in relays:
+      t.join(timeout=5)
+  return status or next((p.returncode for p in procs if p.returncode), 0)
