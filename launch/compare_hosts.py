@@ -87,7 +87,8 @@ def _largest_difference(a: list, b: list) -> float:
 def _peer_death(args, workdir: pathlib.Path) -> str:
   procs = _start([*args, f'--workdir={workdir}'], _PROCESSES.value)
   try:
-    while not any((workdir / 'checkpoints').glob('[0-9]*')):
+    saved = lambda: [p for p in (workdir / 'checkpoints').glob('*') if p.name.isdigit()]
+    while not saved():  # (a step's folder is named by its number once written whole)
       if any(p.poll() is not None for p in procs):
         return 'the run ended before its first checkpoint: give it more steps'
       time.sleep(0.02)

@@ -33,3 +33,24 @@ def ranking_problem(seed: int, B: int, Y: int, D: int, P: int):
     pos[b, :n] = np.sort(rng.choice(Y, n, replace=False))
   mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], pos].set(True)[:, :-1]
   return image, W, pos, mask
+
+
+class FakeClock:
+  """Stands in for training/recorder.now: time moves only when a test says
+  (`advance`), plus `per_read` seconds at each reading, so a time-budgeted run
+  takes the same course on any machine, loaded or idle."""
+
+  def __init__(self, per_read: float = 0.0):
+    self.seconds, self.per_read = 0.0, per_read
+
+  def __call__(self) -> float:
+    self.seconds += self.per_read
+    return self.seconds
+
+  def advance(self, seconds: float) -> None:
+    self.seconds += seconds
+
+  def install(self, monkeypatch) -> 'FakeClock':
+    from wsabie_jax.training import recorder
+    monkeypatch.setattr(recorder, 'now', self)
+    return self

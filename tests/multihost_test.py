@@ -22,8 +22,9 @@ from wsabie_jax.experiments import local_cluster as cluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 300  # seconds a cluster may take before the test fails (it takes ~15)
-SMALL = ['--config=configs/wsabie_synthetic.py:small', '--config.train.max_steps=200',
-         '--config.train.checkpoint_every_steps=100', '--config.train.num_devices=4']
+SMALL = ['--config=configs/wsabie_synthetic.py:small', '--config.train.max_steps=100',
+         '--config.train.eval_every_steps=25', '--config.train.checkpoint_every_steps=50',
+         '--config.train.num_devices=4']
 TIMES = {'train_seconds', 'train_examples_per_sec'}
 
 
@@ -141,17 +142,17 @@ def test_one_writer_for_the_workdir(two_processes):
   assert len(list((workdir / 'tensorboard').iterdir())) == 1
   json.loads((workdir / 'config.json').read_text())
   steps = [json.loads(line)['step'] for line in (workdir / 'history.jsonl').read_text().splitlines()]
-  assert steps == [50, 100, 150, 200]  # each validation once, not once a process
+  assert steps == [25, 50, 75, 100]  # each validation once, not once a process
   assert (workdir / 'LOCK').read_text() == ''  # released
 
 
 def test_kill_both_after_a_checkpoint_then_resume(two_processes, tmp_path):
-  """SIGKILL both once step 100 is saved; restarted, they end where the
+  """SIGKILL both once step 50 is saved; restarted, they end where the
   uninterrupted run ended, bit for bit."""
   straight, _ = two_processes
   run = Run([*SMALL, f'--workdir={tmp_path}'])
   try:
-    _wait_for(tmp_path / 'checkpoints' / '100', run)
+    _wait_for(tmp_path / 'checkpoints' / '50', run)
     run.kill(0)
     run.kill(1)
     run.wait()
@@ -159,19 +160,19 @@ def test_kill_both_after_a_checkpoint_then_resume(two_processes, tmp_path):
     run.stop()
   assert not (tmp_path / 'metrics.json').exists(), 'the kill came after the end'
   outputs = _train(tmp_path)
-  assert all('resumed from step 100' in err for _, _, err in outputs)
+  assert all('resumed from step 50' in err for _, _, err in outputs)
   assert _metrics(tmp_path) == _metrics(straight)
   for a, b in zip(_states(tmp_path), _states(straight)):
     np.testing.assert_array_equal(a, b)
 
 
 def _kill_mid_run(workdir, victim: int, heartbeat: int):
-  """Kills process `victim` once step 100 is saved; the other's (exit status,
+  """Kills process `victim` once step 50 is saved; the other's (exit status,
   stderr, seconds from the kill to its exit)."""
   run = Run([*SMALL, f'--workdir={workdir}', '--config.train.max_steps=100000'],
             heartbeat=heartbeat)
   try:
-    _wait_for(workdir / 'checkpoints' / '100', run)
+    _wait_for(workdir / 'checkpoints' / '50', run)
     run.kill(victim)
     killed = time.monotonic()
     rc, _, err = run.wait(1 - victim, timeout=heartbeat + 60)
@@ -191,7 +192,7 @@ def test_a_dead_peer_stops_the_others_with_one_line(tmp_path):
                       r'step \d+; restart every process to resume', last), last
   assert heartbeat * 0.5 < took < heartbeat + 60
   from wsabie_jax.experiments import run as run_lib
-  assert int(run_lib.Restored(tmp_path).state.step) >= 100
+  assert int(run_lib.Restored(tmp_path).state.step) >= 50
 
 
 def test_the_coordinators_death_stops_the_others(tmp_path):

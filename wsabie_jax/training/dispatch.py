@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from typing import Callable, Iterator
 
 import jax
@@ -60,7 +59,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from wsabie_jax.data import batching
-from wsabie_jax.training import parallel
+from wsabie_jax.training import parallel, recorder
 from wsabie_jax.training.method import Method
 
 log = logging.getLogger('wsabie_jax')
@@ -200,10 +199,10 @@ class Dispatcher:
     key = (budget, tuple((a.shape, a.dtype) for a in jax.tree.leaves(xs)))
     if key not in self._executables:
       jax.block_until_ready(state)  # the calls before have run: what follows is compilation
-      start = time.perf_counter()
+      start = recorder.now()
       jitted = self.fn if self.mode == 'per step' else self._compiled(budget)
       self._executables[key] = jitted.lower(*self._args(state, n, xs)).compile()
-      self.compile_seconds += time.perf_counter() - start
+      self.compile_seconds += recorder.now() - start
     return self._executables[key]
 
   def _compiled(self, budget: int | None):

@@ -35,6 +35,13 @@ def objects_frozen():
     gc.unfreeze()
 
 
+def now() -> float:
+  """The training clock's reading in seconds (time.perf_counter). Module-level
+  so that tests replace it with a fake that advances a fixed amount a read:
+  a time-budgeted run then takes the same steps on any machine."""
+  return time.perf_counter()
+
+
 class Clock:
   """Training time, split into the steps' time and the rest (compilation,
   validation, checkpoints), summed over resumed runs.
@@ -45,16 +52,16 @@ class Clock:
 
   def __init__(self, prior_seconds: float = 0.0, prior_step_seconds: float = 0.0):
     self.prior, self.prior_steps = prior_seconds, prior_step_seconds
-    self.start = time.perf_counter()
+    self.start = now()
     self.overhead = 0.0
 
   @property
   def seconds(self) -> float:
-    return self.prior + time.perf_counter() - self.start
+    return self.prior + now() - self.start
 
   @property
   def step_seconds(self) -> float:
-    return self.prior_steps + time.perf_counter() - self.start - self.overhead
+    return self.prior_steps + now() - self.start - self.overhead
 
   def leave_out(self, seconds: float) -> None:
     """Seconds already spent that do not count as step time."""
@@ -66,10 +73,10 @@ class Clock:
 
     class _Excluded:
       def __enter__(self):
-        self.t0 = time.perf_counter()
+        self.t0 = now()
 
       def __exit__(self, *exc):
-        clock.overhead += time.perf_counter() - self.t0
+        clock.overhead += now() - self.t0
 
     return _Excluded()
 
