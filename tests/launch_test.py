@@ -9,6 +9,8 @@ import pytest
 from wsabie_jax.experiments import tables
 from wsabie_jax.data import libsvm, synthetic
 
+pytestmark = pytest.mark.slow  # launch scripts end to end, in subprocesses
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTRACT = ['p@1', 'p@5', 'p@10', 'r@5', 'r@10', 'map', 'auc', 'mean_rank', 'train_seconds',
             'train_examples_per_sec', 'steps', 'psib@10']

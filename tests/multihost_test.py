@@ -20,6 +20,8 @@ import pytest
 
 from wsabie_jax.experiments import local_cluster as cluster
 
+pytestmark = pytest.mark.slow  # several processes, each a whole training
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT = 300  # seconds a cluster may take before the test fails (it takes ~15)
 SMALL = ['--config=configs/wsabie_synthetic.py:small', '--config.train.max_steps=100',

@@ -54,6 +54,7 @@ def test_batch_must_split_evenly():
     parallel.shard_batch({'label_B': np.zeros(6, np.int32)}, mesh)
 
 
+@pytest.mark.slow  # a whole training
 @pytest.mark.parametrize('per_call', [1, 4])
 def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
   """One dispatch a step, or a lax.scan of 4 inside shard_map (each device
@@ -69,6 +70,7 @@ def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
     assert results[0][key] == pytest.approx(results[1][key], abs=1e-6), key
 
 
+@pytest.mark.slow  # a whole training
 @pytest.mark.parametrize('per_call', [1, 4])
 def test_skipgram_on_four_devices_matches_one(tmp_path, per_call):
   """Paper 004's step, batch split over 4 devices (XLA partitions it, the scan

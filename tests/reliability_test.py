@@ -24,6 +24,8 @@ from wsabie_jax.data import batching
 from wsabie_jax.experiments import run
 from wsabie_jax.training import checkpoints, loop, recorder, workdir as workdir_lib
 
+pytestmark = pytest.mark.slow  # trainings killed, resumed and corrupted
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

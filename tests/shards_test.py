@@ -4,6 +4,7 @@ import numpy as np
 from wsabie_jax.experiments import tables
 from wsabie_jax.experiments import run
 from wsabie_jax.data import dataset, shards, synthetic
+import pytest
 
 
 def _one_hot_images(n, num_labels, seed=0):
@@ -58,6 +59,7 @@ def _shard_config(tmp_path):
   return c
 
 
+@pytest.mark.slow  # whole trainings
 def test_training_streams_from_shards(tmp_path):
   c = _shard_config(tmp_path)
   c.train.num_epochs = 2
@@ -66,6 +68,7 @@ def test_training_streams_from_shards(tmp_path):
   assert metrics['p@1'] > 2 * metrics['freq_p@1']
 
 
+@pytest.mark.slow  # whole trainings
 def test_streamed_chunks_equal_one_step_per_call(tmp_path):
   """Shards stream as chunks of 5 stacked batches a call (built a thread ahead):
   bit-identical to one dispatch a step, and resumed mid-call (step 13) too."""

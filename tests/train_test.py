@@ -14,6 +14,8 @@ from wsabie_jax.experiments import run
 from wsabie_jax.training import workdir as workdir_lib
 from tests import helpers
 
+pytestmark = pytest.mark.slow  # whole trainings through the loop
+
 
 def _tiny_config(**train_overrides):
   c = tables.load('wsabie_synthetic:small')

@@ -169,6 +169,7 @@ def _run(*args):
   return out.stdout
 
 
+@pytest.mark.slow  # a whole training
 def test_featurize_train_annotate_a_folder(folder, tmp_path):
   data, run = tmp_path / 'data', tmp_path / 'run'
   out = _run('launch/featurize.py', f'--images={folder}', f'--tags={folder / "tags.tsv"}',

@@ -1,6 +1,9 @@
 """The `tables` benchmark suite runs and reports what 'auto' picks (figures are
 printed by launch/benchmark.py --suite=tables, not asserted)."""
 from wsabie_jax.experiments import whole_tables
+import pytest
+
+pytestmark = pytest.mark.slow  # a benchmark suite run as a smoke test
 
 
 def test_tables_suite_reports_each_reading():
