@@ -15,6 +15,7 @@ from wsabie_jax.experiments import cli, run
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _SPLIT = flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Which split to score.')
+_JSON = flags.DEFINE_bool('json', False, 'Print every metric as JSON instead of the summary line.')
 _BASELINE = flags.DEFINE_bool('baseline', False, 'Also score the frequency baseline.')
 
 
@@ -25,7 +26,11 @@ def main(argv):
     result = run.Restored(_WORKDIR.value).evaluate(_SPLIT.value, _BASELINE.value)
   out = pathlib.Path(_WORKDIR.value) / f'eval_{_SPLIT.value}.json'
   out.write_text(json.dumps(result, indent=2, sort_keys=True))
-  print(json.dumps(result, indent=2, sort_keys=True))
+  if _JSON.value:
+    print(json.dumps(result, indent=2, sort_keys=True))
+  else:
+    print(run.summary_line(result, _SPLIT.value))
+    print(f'(every metric: {out})')
 
 
 if __name__ == '__main__':

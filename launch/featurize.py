@@ -5,7 +5,7 @@
   python launch/annotate.py --workdir=RUN --images=photo.png,more_photos/
 
 FILE lists one image a line: its path under DIR, a TAB, its tags separated by
-commas. The features are paper 000 §6.2's (wsabie_jax/visual_terms.py):
+commas. The features are paper 000 §6.2's (wsabie_jax/features/visual_terms.py):
 overlapping blocks at several scales, colour + edge descriptors, a k-means
 codebook learnt in JAX on the training images, sparse histograms. A held-out
 `--test_fraction` of the images becomes test.txt.

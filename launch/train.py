@@ -11,7 +11,6 @@ one process a host, joined by --coordinator_address=HOST:PORT --num_processes=N
 --process_id=I, or by what SLURM, Open MPI or a TPU pod slice sets
 (docs/MULTIHOST.md; launch/local_cluster.py tries it on one machine).
 """
-import json
 import logging as py_logging
 
 from absl import app, flags, logging
@@ -55,7 +54,8 @@ def main(argv):
   with hosts.Peers(_HEARTBEAT_TIMEOUT.value), cli.one_line_errors():
     metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _FORCE_NEW.value)
   if jax.process_index() == 0:
-    print(json.dumps(metrics, indent=2, sort_keys=True))
+    print(run.summary_line(metrics))
+    print(f'(every metric: {_WORKDIR.value}/metrics.json)')
 
 
 if __name__ == '__main__':

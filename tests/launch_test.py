@@ -44,7 +44,7 @@ def test_train_writes_metrics_json(workdir):
 
 
 def test_evaluate_reproduces_test_metrics(workdir):
-  out = json.loads(_run('launch/evaluate.py', f'--workdir={workdir}', '--baseline'))
+  out = json.loads(_run('launch/evaluate.py', f'--workdir={workdir}', '--baseline', '--json'))
   metrics = json.loads((workdir / 'metrics.json').read_text())
   for key in ('p@1', 'p@10', 'map', 'psib@10', 'freq_p@1'):
     assert out[key] == pytest.approx(metrics[key]), key
@@ -98,7 +98,7 @@ def test_skipgram_run_reports_seen_and_zero_shot_metrics(skipgram_workdir):
 
 
 def test_evaluate_and_annotate_read_a_skipgram_workdir(skipgram_workdir, tmp_path):
-  out = json.loads(_run('launch/evaluate.py', f'--workdir={skipgram_workdir}', '--baseline'))
+  out = json.loads(_run('launch/evaluate.py', f'--workdir={skipgram_workdir}', '--baseline', '--json'))
   m = json.loads((skipgram_workdir / 'metrics.json').read_text())
   for key in ('p@1', 'p@5', 'map', 'class_f1@5', 'freq_p@1'):
     assert out[key] == pytest.approx(m[key], abs=1e-6), key
@@ -165,7 +165,7 @@ def test_every_method_through_every_launch_script(tmp_path):
   _run('launch/train.py', '--config=configs/parts_synthetic.py:shared,iw,small', f'--workdir={workdir}',
        '--config.train.max_steps=20', '--config.proxy.num_valid=50', '--config.proxy.num_test=100')
   m = json.loads((workdir / 'metrics.json').read_text())
-  out = json.loads(_run('launch/evaluate.py', f'--workdir={workdir}'))
+  out = json.loads(_run('launch/evaluate.py', f'--workdir={workdir}', '--json'))
   for key in ('iw_pair_map', 'i_triplet_p@1', 'annot_map', 'io_couples_map'):
     assert out[key] == pytest.approx(m[key], abs=1e-6), key
   vocab = json.loads((workdir / 'vocabulary.json').read_text())

@@ -167,3 +167,14 @@ def test_a_positive_never_ranks_below_itself():
     ranks, _, _ = metrics.rank_and_top_k(jnp.asarray(image), jnp.asarray(W), jnp.asarray(pos),
                                          k=3, score_kind='dot', chunk=chunk)
     np.testing.assert_array_equal(np.asarray(ranks)[:, 0], [4] * 5)
+
+
+def test_a_run_ends_in_one_summary_line():
+  from wsabie_jax.experiments import run
+  metrics = {'p@1': 0.41234, 'p@5': 0.2588, 'map': 0.34792, 'freq_p@1': 0.232, 'freq_p@5': 0.176,
+             'freq_map': 0.216, 'steps': 16000, 'train_seconds': 40.2,
+             'train_examples_per_sec': 21912.0, 'auc': 0.9}
+  assert run.summary_line(metrics) == ('test p@1 0.412  p@5 0.259  MAP 0.348   (frequency: '
+                                       '0.232 0.176 0.216)   16,000 steps, 40 s, 21.9k pairs/s')
+  assert run.summary_line({'annot_p@1': 0.5, 'annot_map': 0.25}, 'valid') == (
+      'valid annotation p@1 0.500  annotation MAP 0.250')

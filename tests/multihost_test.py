@@ -274,7 +274,7 @@ def test_evaluate_and_annotate_read_a_two_process_workdir(two_processes, tmp_pat
   """One process (one device) reads what two wrote."""
   workdir, _ = two_processes
   env = dict(os.environ, XLA_FLAGS='', JAX_PLATFORMS='cpu')
-  out = subprocess.run([sys.executable, 'launch/evaluate.py', f'--workdir={workdir}'], cwd=ROOT,
+  out = subprocess.run([sys.executable, 'launch/evaluate.py', f'--workdir={workdir}', '--json'], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=TIMEOUT)
   assert out.returncode == 0, out.stderr[-3000:]
   got, want = json.loads(out.stdout), _metrics(workdir)

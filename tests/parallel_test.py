@@ -57,7 +57,7 @@ def test_batch_must_split_evenly():
 @pytest.mark.slow  # a whole training
 @pytest.mark.parametrize('per_call', [1, 4])
 def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
-  """One dispatch a step, or a lax.scan of 4 inside shard_map (each device
+  """One dispatch a step, or a lax.fori_loop of 4 inside shard_map (each device
   gathering its slice of every step's batch from the replicated table)."""
   from tests.train_test import _tiny_config
   from wsabie_jax.experiments import run

@@ -82,7 +82,7 @@ def _final_state(method: str, config, workdir):
     ('wsabie', 'packs_on_device'),
     ('skipgram', 'skipgram_synthetic:proposed,small'), ('parts', 'parts_synthetic:shared,iw,small')])
 def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
-  """steps_per_call = 5 (a device-resident stream, lax.scan, calls cut at the
+  """steps_per_call = 5 (a device-resident stream, lax.fori_loop, calls cut at the
   validations every 7 steps) gives bit-identical parameters, optimiser state
   and sampler lists to one dispatch a step; and a run stopped mid-call (step 9)
   and resumed equals both. Packs are planned on the host (CPU's 'auto') or,

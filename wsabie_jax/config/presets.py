@@ -91,7 +91,7 @@ def train(**overrides) -> ml_collections.ConfigDict:
       select_metric='p@1',
       num_devices=0,             # data parallel over this many devices (0: all)
       platform='',               # '' the default backend's devices | 'cpu' | 'gpu' | 'tpu'
-      steps_per_call=16,         # steps a dispatch (one lax.scan; training/dispatch.py);
+      steps_per_call=16,         # steps a dispatch (one lax.fori_loop; training/dispatch.py);
                                  # 1: one dispatch a step, batches built on the host
       plan_packs='auto',         # where a call's packed non-zeros are planned: 'host',
                                  # 'device', or 'auto' (the host where the devices are CPUs)

@@ -17,6 +17,26 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bo
   return loop.train_and_evaluate(config, workdir, methods.build, force_new)
 
 
+# The figures a summary line shows, first found first (methods name theirs differently).
+_HEADLINE = (('p@1', 'p@1'), ('p@5', 'p@5'), ('map', 'MAP'), ('annot_p@1', 'annotation p@1'),
+             ('annot_map', 'annotation MAP'), ('iw_pair_map', 'pair MAP'))
+
+
+def summary_line(metrics: dict, split: str = 'test') -> str:
+  """One line a person reads at the end of a run: the headline metrics, the
+  frequency baseline's beside them, and the training's steps, time and speed."""
+  shown = [(key, name) for key, name in _HEADLINE if key in metrics][:3]
+  line = f'{split} ' + '  '.join(f'{name} {metrics[key]:.3f}' for key, name in shown)
+  freq = [f'{metrics["freq_" + key]:.3f}' for key, _ in shown if 'freq_' + key in metrics]
+  if freq:
+    line += f'   (frequency: {" ".join(freq)})'
+  if 'steps' in metrics:
+    rate = metrics.get('train_examples_per_sec', 0.0)
+    line += (f'   {metrics["steps"]:,} steps, {metrics.get("train_seconds", 0.0):.0f} s, '
+             f'{rate / 1000:,.1f}k pairs/s')
+  return line
+
+
 class Restored:
   """A workdir's config, vocabulary and best state, with its method."""
 

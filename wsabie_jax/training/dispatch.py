@@ -1,8 +1,8 @@
 """Feeding the device: a method's pure step compiled into calls of many steps.
 
 The host's work per step (building a batch, a transfer, a Python dispatch)
-is what caps an accelerator (docs/DESIGN.md §1): one H100 runs the step at
-11M pairs/s but a loop dispatching one step at a time fed it 1.5M. So a call
+is what caps an accelerator (docs/DESIGN.md §1): a loop dispatching one step
+at a time leaves the device waiting on the host (docs/SCALE.md). So a call
 runs up to `train.steps_per_call` steps as one jitted, donated loop:
 
   resident   the stream's arrays (`stream.table()`) are put on the devices
@@ -12,10 +12,9 @@ runs up to `train.steps_per_call` steps as one jitted, donated loop:
              (`train.plan_packs`, `plans_on_host`): on an accelerator the
              step builds its packs from the ids (the host's work per step
              is what caps it); on CPUs, where the host is the device, the
-             host plans a call's packs in a few numpy passes (tmc2007-500:
-             0.11 ms a step, on the prefetching thread) and sends them with
-             the ids, where the step's own scan over the slots took ~50
-             small kernels (0.94 ms of its 4.4 ms step on 2 cores).
+             host plans a call's packs in a few numpy passes on the
+             prefetching thread and sends them with the ids, where the
+             step's own scan over the slots would be many small kernels.
   streamed   a stream without a table (shards larger than memory) builds a
              chunk of N batches on the host, stacked, sent in one transfer,
              a thread ahead: the next chunk is built and copied while the
