@@ -27,6 +27,7 @@ _ALL_WORDS = flags.DEFINE_bool('all_words', False,
 
 def main(argv):
   del argv
+  cli.use_compilation_cache()
   logging.set_verbosity(logging.WARNING)
   if (_INPUT.value is None) == (_IMAGES.value is None):
     raise app.UsageError('give exactly one of --input (a data file) and --images')

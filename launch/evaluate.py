@@ -21,6 +21,7 @@ _BASELINE = flags.DEFINE_bool('baseline', False, 'Also score the frequency basel
 
 def main(argv):
   del argv
+  cli.use_compilation_cache()
   logging.set_verbosity(logging.WARNING)
   with cli.one_line_errors():
     result = run.Restored(_WORKDIR.value).evaluate(_SPLIT.value, _BASELINE.value)

@@ -45,6 +45,7 @@ _FORCE_NEW = flags.DEFINE_bool('force_new', False, 'Move a previous run in --wor
 
 def main(argv):
   del argv
+  cli.use_compilation_cache()
   # Our progress at INFO; the libraries' (Orbax is chatty) at WARNING.
   logging.set_verbosity(logging.WARNING)
   py_logging.getLogger('wsabie_jax').setLevel(py_logging.INFO)
