@@ -6,10 +6,8 @@ The data ships with the package (wsabie_jax/data/files/corel5k, 412 KB). Point
 `--config.data.train_path`, `test_path` and `labels_path` at any other Mulan
 data set (ARFF + label XML, sparse or dense). The model and its epoch are
 chosen on a validation split carved from train (10%); the test split is only
-scored at the end. Measured on a 2-core CPU (seed 0): early stopping, 19 s
-of training (labels read whole: wsabie/tables.py); test p@1 0.414, p@5 0.261,
-p@10 0.178, MAP 0.350 (frequency baseline: p@1 0.232, p@5 0.176). Seeds 0–3:
-p@1 0.392–0.414, p@5 0.256–0.261.
+scored at the end. Its test metrics (p@1 0.412, p@5 0.259, MAP 0.348 for
+seed 0, the same on any CPU) are in docs/RESULTS.md with the command.
 `:small` trains 3 epochs (tests).
 """
 import ml_collections

@@ -20,8 +20,7 @@ config.json, so a run records what it used):
                                once for up to Q of its positives, which share
                                its K draws (train.positives_per_row)
   B = the power of two nearest rows / STEPS_PER_EPOCH, within [128, 1024]
-                               (a step's fixed cost, ~0.2 ms on 2 cores, would
-                               dominate smaller ones)
+                               (a step's fixed cost would dominate smaller ones)
 
 With a time budget (--config.train.max_seconds=60) it validates about 30
 times over the budget whatever the data's speed (train.evals_per_budget), and

@@ -96,8 +96,8 @@ def train(**overrides) -> ml_collections.ConfigDict:
       plan_packs='auto',         # where a call's packed non-zeros are planned: 'host',
                                  # 'device', or 'auto' (the host where the devices are CPUs)
       deterministic=False,       # GPU: XLA's deterministic ops, so a resumed run equals an
-                                 # uninterrupted one bit for bit; costs ~18× step time on
-                                 # an H100 (README "Scale"), so off unless asked
+                                 # uninterrupted one bit for bit; repeated rows' scatter-adds
+                                 # then run in a fixed order, many times slower (docs/SCALE.md)
       probe_pairs=0))            # > 0: Alg. 1's expected draws per update on this many
                                  # training pairs at each validation (paper 003 Fig. 1)
   c.update(overrides)

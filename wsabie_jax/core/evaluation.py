@@ -97,9 +97,8 @@ def evaluate_frequency_baseline(label_counts_Y: np.ndarray, padded: PaddedImages
   """Always predicts the most frequent training labels (the papers' sanity
   check): every image ranks the labels by count, ties by label id, as
   `evaluate_ranking` ranks equal scores. One order for every image, so it is
-  ranked here in numpy: through the device it compiled a scorer and the
-  finiteness checks for shapes used nowhere else (~0.5 s of a run's first
-  validation, 2 cores). Leave-one-out `known` labels are skipped over;
+  ranked here in numpy: through the device it would compile a scorer and
+  finiteness checks for shapes used nowhere else. Leave-one-out `known` labels are skipped over;
   `_scoring` takes evaluate_ranking's score and chunk (nothing is scored)."""
   num_labels = len(label_counts_Y)
   kmax = _places_needed(ks, f1_k, num_labels)

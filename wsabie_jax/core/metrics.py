@@ -97,8 +97,8 @@ def _count_nonfinite(x: jax.Array) -> jax.Array:
 
 def require_finite(x: jax.Array, what: str) -> None:
   """Raises NonFiniteScores unless every value of `x` is finite. One compiled
-  reduction a shape: as three eager ops it compiled three (~0.1 s a shape on
-  2 cores, inside a budgeted run's first validation)."""
+  reduction a shape: as three eager ops it would compile three, inside a
+  budgeted run's first validation."""
   bad = int(_count_nonfinite(x))
   if bad:
     raise NonFiniteScores(f'refusing to rank: {bad} of {x.size} values of the {what} are '

@@ -16,8 +16,8 @@ def random_words(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
   """Random uint32 words from a raw key (uint32[2]): XLA's counter-based
   ThreeFry bit generator, its 128-bit state the key's two words and their
   complement. jax.random computes ThreeFry with a rolled loop on the CPU and
-  `randint` takes two words an integer: 64×44 draws cost 166 µs there against
-  13 µs here (2 cores; docs/DESIGN.md §1). The algorithm is named rather than
+  `randint` takes two words an integer, several times the cost of this
+  (docs/DESIGN.md §1). The algorithm is named rather than
   left to the backend's default, so every backend runs the same generator."""
   key = key.astype(jnp.uint32)
   state = jnp.concatenate([key, ~key])

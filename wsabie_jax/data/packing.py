@@ -1,8 +1,8 @@
 """Packed non-zeros: a batch's image features as (row, feature, value) triples.
 
 Padding every image of a batch to the longest image's non-zeros makes a step
-cost B·max_nnz rows; on real data that is 3–10× the real non-zeros (Mulan's
-enron: mean 97 a pair, longest 875). Packed, a batch of b pairs holds its
+cost B·max_nnz rows, several times the real non-zeros where image lengths
+vary (docs/DESIGN.md §1 has real sets' figures). Packed, a batch of b pairs holds its
 images' non-zeros back to back in a fixed `budget` of slots:
 
   feat_idx_SxN, feat_val_SxN  the non-zeros of pack s's images in order, then
@@ -39,10 +39,9 @@ def base_budget(pair_len: np.ndarray, pack_size: int, seed: int = 0) -> int:
   what the longest rows need. A pack that needs more takes the next class
   (`budget_class`: one more compilation, left out of the steps' time).
 
-  Drawn with replacement, a pack of 128 of medical's 300 rows varied 1.3×
-  as much as the epochs' packs do, and the budget (15% above that sample's
-  largest) held 25% padding: 2,432 slots for a mean of 1,815 non-zeros
-  (largest over its first 2,000 steps: 2,097)."""
+  The packs are drawn as the epochs draw them (without replacement): packs
+  drawn with replacement vary more than the epochs' do, and a budget sized
+  on them holds more padding than the steps need (docs/DESIGN.md §1)."""
   rng = np.random.default_rng(seed)
   pair_len = pair_len.astype(np.int64)
   n = len(pair_len)
@@ -78,9 +77,8 @@ def csr_table(indptr: np.ndarray, feat_idx: np.ndarray, feat_val: np.ndarray) ->
 
 def _rows_of_slots(ends_b, slot_N):
   """How many images end at or before each slot: searchsorted(ends_b, slot_N,
-  'right') as a scatter of the ends and a prefix sum (O(N)); jnp.searchsorted's
-  loop of binary steps ran 5–7× slower on 2 CPU cores (1,024 images in 25,792
-  slots: 495 µs against 73; jnp.cumsum: 85)."""
+  'right') as a scatter of the ends and a prefix sum (O(N)), where
+  jnp.searchsorted runs a loop of binary steps over every slot."""
   marks_N = jnp.zeros(slot_N.shape, jnp.int32).at[ends_b].add(1, mode='drop')
   return jax.lax.associative_scan(jnp.add, marks_N)
 
@@ -117,9 +115,9 @@ def plan(table: dict, img_xB: np.ndarray, pack_size: int, budget: int) -> dict:
 
   `gather_planned` reads the plan out into the arrays `pack` builds. Here it
   is a few vectorised passes over a call's non-zeros; on the device the same
-  work is a scan over the slots with its pads and gathers, ~50 small kernels
-  a step (on 2 CPU cores ~0.1 ms of medical's 0.6 ms step), so where the host
-  is the device the calls are planned here (training/dispatch.py)."""
+  work is a scan over the slots with its pads and gathers, many small kernels
+  a step, so where the host is the device the calls are planned here
+  (training/dispatch.py)."""
   x, packs = img_xB.shape[0], img_xB.shape[1] // pack_size
   img_R = img_xB.reshape(-1)  # R = x·S·pack_size images, pack after pack
   len_Pxb = table['feat_len'][img_R].reshape(-1, pack_size)

@@ -28,9 +28,8 @@ from wsabie_jax.training import hosts
 log = logging.getLogger('wsabie_jax')
 
 
-# A state smaller than this is written before training goes on: it takes
-# milliseconds, while written in the background on a few cores it slowed the
-# next steps 2× (Mulan's medical, 2 cores: 66–75k → 87–90k pairs/s waiting).
+# A state smaller than this is written before training goes on: that takes
+# little, while a background write competes with the steps for a few cores.
 # A larger state's write overlaps the steps, as Orbax intends. The best of
 # such a state is held in host memory until the next latest checkpoint
 # (`keep_best`): even waited for, each write slowed the steps after it.

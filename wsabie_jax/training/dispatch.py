@@ -42,7 +42,8 @@ ids) is split over the mesh along B, the state and the table replicated.
 `train.deterministic` compiles the steps with XLA's deterministic GPU ops:
 scatter-adds of repeated rows (a step's gradient rows) are then summed in a
 fixed order, so a resumed GPU run equals an uninterrupted one. It is off by
-default: on an H100 it made the WSABIE step ~18× slower (README "Scale").
+default: the ordered scatter-adds make the WSABIE step many times slower
+(docs/SCALE.md).
 Without it a GPU run differs from its resumed twin by float round-off.
 CPUs and TPUs are deterministic already; the option changes nothing there.
 """
@@ -175,7 +176,7 @@ class Dispatcher:
 
   def _call_input(self, stream, first: int, n: int, per_call: int, resident: bool):
     """(first, n, the call's N stacked ids, plans or batches, the packs' budget or None)."""
-    if resident and hasattr(stream, 'ids_block'):  # at once: a step's ids each cost ~35 µs
+    if resident and hasattr(stream, 'ids_block'):  # one slice of the epoch order, not n
       steps = list(stream.ids_block(first, n))
     else:  # streamed batches, or ids drawn afresh each step (parts' quadruplets)
       steps = [stream.ids(i) if resident else self._batch(stream, i) for i in range(first, first + n)]
@@ -238,8 +239,8 @@ class Dispatcher:
     def many(state, table, xs_N, num_steps):
       """The first `num_steps` of N steps (one compiled shape for every call):
       a loop of a traced length, so a short call costs its own steps only (a
-      scan over N with the rest skipped by `cond` copied the state on every
-      skipped step: 0.3 ms each on medical's). The last step's stats, with
+      scan over N with the rest skipped by `cond` would copy the state on every
+      skipped step). The last step's stats, with
       the call's first non-finite step."""
       def one(i, carry):
         state, last = carry

@@ -134,8 +134,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
                       budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
                       if train.max_seconds else 0.0)
   clock = Clock(r['train_seconds'], r['step_seconds'])
-  # A fast run on a small set can overfit between budget-spread validations
-  # (enron: 27 epochs a second); max_epochs_between_evals caps the interval.
+  # A fast run on a small set runs many epochs a second and can overfit between
+  # budget-spread validations; max_epochs_between_evals caps the interval.
   epochs_cap = train.get('max_epochs_between_evals', 0.0)
   cap = (max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap
          else math.inf)
@@ -188,7 +188,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       if validate or save:
         jax.block_until_ready(state)  # the steps' time counts; what reads the state does not
         step_seconds = clock.step_seconds
-        with clock.excluded():  # (the finiteness check's first call compiles: 0.2 s on 2 cores)
+        with clock.excluded():  # (the finiteness check's first call compiles)
           _check_finite(stats, ckpts, state)
           if validate and _validate(method, state, recorder, ckpts, step_seconds):
             stop = stop or 'early_stopping'

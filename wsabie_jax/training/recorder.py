@@ -19,10 +19,9 @@ log = logging.getLogger('wsabie_jax')
 def objects_frozen():
   """Keeps Python's full collections off the objects alive when training
   starts (gc.freeze; handed back after). A full pass scans every object the
-  process holds, JAX's traced functions and caches included: 60–90 ms after
-  a run's compilations (2 cores), which in a short run's 0.1–0.7 s of steps
-  (the panel's small sets) read as a 10–20% slower run wherever it landed
-  (the training loop; benchmarking.train_ours).
+  process holds, JAX's traced functions and caches included, so one landing
+  in a short run's steps reads as a slower run (the training loop;
+  benchmarking.train_ours).
   Objects the loop itself leaves are collected as before. Left alone where
   the caller has frozen objects already: unfreezing would hand back theirs."""
   if gc.get_freeze_count():
@@ -83,9 +82,8 @@ class Clock:
 
 class Summaries:
   """TensorBoard scalars under workdir/tensorboard (tensorboardX: no TensorFlow
-  needed). A call's scalars go as one event: one add_scalar each cost ~3 ms of
-  wall-clock a validation (24 metrics, 2 cores), and the writer thread's work
-  slowed the steps after it. One writer: process 0 (the others' are no-ops;
+  needed). A call's scalars go as one event: one event a scalar multiplies
+  the writer thread's work, which competes with the steps. One writer: process 0 (the others' are no-ops;
   every process computes the same values)."""
 
   def __init__(self, workdir):

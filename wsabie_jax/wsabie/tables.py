@@ -38,12 +38,11 @@ from wsabie_jax.core import model, row_optim, samplers
 from wsabie_jax.wsabie import warp
 from wsabie_jax.wsabie.settings import StepConfig
 
-# 'auto' reads a table whole where that measured faster on 2 CPU cores (D 128,
-# `launch/benchmark.py --suite=tables`): the labels when Y ≤ 8·(K+1) (Corel5k,
-# Y 374, K 100: 3.7× faster; at Y 80, K 10 0.84×, the worst seen inside the
-# rule), the features when B·d ≤ 20·N non-zeros (tmc2007-500, B·d = 19·N: 2.3×;
-# at 10·N 1.0–3×, at 30·N 0.75–1.9×). Gathered rows cost ~1–2 ns a float once
-# B·K·D outgrows the caches; a matmul's multiply-add ~0.01–0.03 ns.
+# 'auto' reads a table whole where a batch covers it many times over: the
+# labels when Y ≤ 8·(K+1), the features when B·d ≤ 20·N non-zeros. A gathered
+# float costs about a hundred of a matmul's multiply-adds once B·K·D outgrows
+# the caches; the thresholds are where `launch/benchmark.py --suite=tables`
+# found whole tables faster (its figures: docs/SCALE.md).
 LABELS_PER_DRAW = 8
 FEATURES_PER_NONZERO = 20
 
