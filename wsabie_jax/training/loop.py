@@ -132,7 +132,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
                       stream=sys.stderr if hosts.is_writer() else io.StringIO(),  # one bar
                       unit='pairs' if pairs_per_row != 1.0 else 'ex',
                       budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
-                      if train.max_seconds else 0.0)
+                      if train.max_seconds else 0.0, may_stop_early=train.patience > 0)
   clock = Clock(r['train_seconds'], r['step_seconds'])
   # A fast run on a small set runs many epochs a second and can overfit between
   # budget-spread validations; max_epochs_between_evals caps the interval.

@@ -11,17 +11,24 @@ import time
 
 class Progress:
 
+  MIN_SECONDS = 0.5  # of work before a rate and an ETA are shown
+
   def __init__(self, total_steps: int, examples_per_step: int, stream=sys.stderr,
                every_seconds: float = 10.0, unit: str = 'ex', step_name: str = 'step',
-               budget_seconds: float = 0.0):
+               budget_seconds: float = 0.0, may_stop_early: bool = False,
+               clock=time.perf_counter):
     """budget_seconds > 0: a time budget (train.max_seconds left) that may end
-    the run before total_steps; the bar and ETA follow whichever ends first."""
+    the run before total_steps; the bar and ETA follow whichever ends first.
+    may_stop_early: early stopping may end it sooner still, so the total and
+    the ETA read as bounds (`/≤44,700`, `eta ≤ 3:05`)."""
+    self.bound = '≤' if may_stop_early else ''
+    self.clock = clock
     self.total, self.per_step, self.stream = total_steps, examples_per_step, stream
-    self.budget, self.created = budget_seconds, time.perf_counter()
+    self.budget, self.created = budget_seconds, self.clock()
     self.unit, self.step_name = unit, step_name
     self.tty = stream.isatty()
     self.every = 0.2 if self.tty else every_seconds
-    self.start = self.last_print = time.perf_counter()
+    self.start = self.last_print = self.clock()
     self.first_step = None
     self.handlers = list(logging.getLogger().handlers) if self.tty else []
     self._last_record = None
@@ -29,7 +36,7 @@ class Progress:
       h.addFilter(self._clear_line)
 
   def update(self, step: int, **scalars):
-    now = time.perf_counter()
+    now = self.clock()
     if self.first_step is None:
       self.first_step, self.start = step, now
       return
@@ -39,14 +46,19 @@ class Progress:
     rate = (step - self.first_step) * self.per_step / max(now - self.start, 1e-9)
     frac = step / max(self.total, 1)
     eta = (self.total - step) * self.per_step / max(rate, 1e-9)
-    of_total = f'/{self.total}'
+    of_total = f'/{self.bound}{self.total:,}'
     if self.budget and self.budget - (now - self.created) < eta:  # the clock ends it first
       eta = max(self.budget - (now - self.created), 0.0)
       frac, of_total = min((now - self.created) / self.budget, 1.0), ''
     bar = '#' * int(20 * frac) + '.' * (20 - int(20 * frac))
     extra = ' '.join(f'{k} {v:.4g}' for k, v in scalars.items())
-    line = (f'{self.step_name} {step}{of_total} [{bar}] {100 * frac:3.0f}% {rate:,.0f} {self.unit}/s '
-            f'eta {int(eta) // 60}:{int(eta) % 60:02d} {extra}')
+    # A rate over a moment's work is noise (a phase of instant items read as
+    # millions a second): shown once MIN_SECONDS have passed.
+    timed = now - self.start >= self.MIN_SECONDS
+    speed = f'{rate:,.0f} {self.unit}/s ' if timed else ''
+    until = f'eta {self.bound}{int(eta) // 60}:{int(eta) % 60:02d} ' if timed else ''
+    line = (f'{self.step_name} {step:,}{of_total} [{bar}] {100 * frac:3.0f}% {speed}{until}'
+            f'{extra}').rstrip()
     self.stream.write(('\r' + line + '\x1b[K') if self.tty else line + '\n')
     self.stream.flush()
 

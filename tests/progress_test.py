@@ -1,0 +1,29 @@
+"""The progress line: bounds where early stopping may end a run, no rate
+before there is one to read. A fake clock: the same lines on any machine."""
+import io
+
+from tests import helpers
+from wsabie_jax.training.progress import Progress
+
+
+def _lines(**kw):
+  out, clock = io.StringIO(), helpers.FakeClock()
+  progress = Progress(44_700, 100, stream=out, every_seconds=0.0, clock=clock, **kw)
+  progress.update(0)
+  clock.advance(0.1)
+  progress.update(10)  # 0.1 s in: no rate yet
+  clock.advance(1.9)
+  progress.update(1000)  # 1,000 steps of 100 in 2 s: 50,000 ex/s, 43,700 steps to go
+  return out.getvalue().splitlines()
+
+
+def test_early_stopping_makes_the_total_and_eta_bounds():
+  early, plain = _lines(may_stop_early=True), _lines()
+  assert early[-1].startswith('step 1,000/≤44,700 [') and 'eta ≤1:27' in early[-1], early
+  assert plain[-1].startswith('step 1,000/44,700 [') and 'eta 1:27' in plain[-1], plain
+  assert '50,000 ex/s' in plain[-1]
+
+
+def test_no_rate_before_half_a_second_of_work():
+  first = _lines()[0]
+  assert first == 'step 10/44,700 [....................]   0%', first
