@@ -28,8 +28,9 @@ _IMAGES = flags.DEFINE_string('images', None, 'Folder the tags file paths are re
                               required=True)
 _TAGS = flags.DEFINE_string('tags', None, 'Tags file: path<TAB>tag, tag, ...', required=True)
 _OUT = flags.DEFINE_string('out', None, 'Where to write the data set.', required=True)
-_CODEBOOK = flags.DEFINE_integer('codebook_size', 1000, 'd, the number of visual terms '
-                                 '(paper 000: 10,000 for millions of images).')
+_CODEBOOK = flags.DEFINE_integer('codebook_size', 0, 'd, the number of visual terms; 0: '
+                                 'one every 4 training images, within 64-1,000 (paper 000: '
+                                 '10,000 for millions of images).')
 _IMAGE_SIZE = flags.DEFINE_integer('image_size', 128, 'Side of the square each image is resampled to.')
 _BLOCKS = flags.DEFINE_list('block_sizes', ['16', '32', '64'], 'Block sides (stride: half a block).')
 _SAMPLES = flags.DEFINE_integer('kmeans_samples', 100_000, 'Block descriptors k-means learns from.')
@@ -67,7 +68,7 @@ def main(argv):
   print(f'{s["num_listed"]:,} images listed, {s["num_dropped"]:,} dropped (duplicates, unreadable, '
         f'too large: featurize.json lists them), {s["num_without_kept_tags"]:,} without a kept tag; '
         f'{s["num_train"]:,} train / {s["num_test"]:,} test, {s["num_labels"]} tags, '
-        f'd = {settings.codebook_size:,} visual terms, {grid.num_blocks} blocks an image')
+        f'd = {s["settings"]["codebook_size"]:,} visual terms, {grid.num_blocks} blocks an image')
   print(f'codebook {sec["codebook"]:.1f} s, train {sec["train"]:.1f} s, test {sec["test"]:.1f} s; '
         f'total {sec["total"]:.1f} s = {1e3 * s["seconds_per_image"]:.1f} ms per image')
   print(f'wrote {_OUT.value}/ (train.txt, test.txt, labels.txt, codebook.npy, featurize.json)')

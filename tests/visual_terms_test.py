@@ -196,3 +196,9 @@ def test_featurize_train_annotate_a_folder(folder, tmp_path):
   assert len(lines) == 40 and all('.png: ' in line for line in lines)
   hits = sum('circle' in line.split(': ', 1)[1] for line in lines)
   assert hits >= 36, lines
+
+
+def test_the_codebook_is_sized_to_the_folder():
+  from wsabie_jax.features import image_folder
+  sizes = [image_folder.codebook_size_for(n) for n in (10, 180, 2000, 8154, 10**6)]
+  assert sizes == [64, 64, 500, 1000, 1000]

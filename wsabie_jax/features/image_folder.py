@@ -157,9 +157,17 @@ def sample_descriptors(featurizer: Featurizer, paths, num_samples: int, rng, on_
   return points[rng.permutation(len(points))[:num_samples]]
 
 
+def codebook_size_for(num_train: int) -> int:
+  """d, sized to the folder: a visual term every 4 training images, within
+  [64, 1,000]. Each term then appears on images enough to be learnt, and
+  k-means (its cost ∝ d) stays short on a small folder; paper 000's 10,000
+  is for millions of images (--codebook_size sets any d)."""
+  return int(np.clip(num_train // 4, 64, 1000))
+
+
 @dataclasses.dataclass
 class FeaturizeSettings:
-  codebook_size: int = 1000
+  codebook_size: int = 0         # 0: codebook_size_for(training images)
   kmeans_samples: int = 100_000
   kmeans_iterations: int = 20
   kmeans_images: int = 2000      # training images whose blocks the k-means sample comes from
@@ -193,6 +201,8 @@ def featurize(images_dir, tags_path, out_dir, grid: visual_terms.BlockGrid,
   train_paths = abs_paths(splits['train'])
   sample_from = [train_paths[i] for i in np.sort(rng.permutation(len(train_paths))[:settings.kmeans_images])]
   report = lambda phase, total: (lambda done: progress and progress(phase, done, total))
+  if not settings.codebook_size:
+    settings = dataclasses.replace(settings, codebook_size=codebook_size_for(len(train_paths)))
   t = time.perf_counter()
   points = sample_descriptors(featurizer, sample_from, settings.kmeans_samples, rng,
                               report('sample blocks', len(sample_from)))
