@@ -11,6 +11,7 @@ import pathlib
 
 from absl import app, flags, logging
 
+from wsabie_jax.core import metrics
 from wsabie_jax.experiments import cli, run
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
@@ -26,6 +27,7 @@ def main(argv):
   with cli.one_line_errors():
     result = run.Restored(_WORKDIR.value).evaluate(_SPLIT.value, _BASELINE.value)
   out = pathlib.Path(_WORKDIR.value) / f'eval_{_SPLIT.value}.json'
+  result = metrics.for_file(result)
   out.write_text(json.dumps(result, indent=2, sort_keys=True))
   if _JSON.value:
     print(json.dumps(result, indent=2, sort_keys=True))

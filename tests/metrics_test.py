@@ -178,3 +178,10 @@ def test_a_run_ends_in_one_summary_line():
                                        '0.232 0.176 0.216)   16,000 steps, 40 s, 21.9k pairs/s')
   assert run.summary_line({'annot_p@1': 0.5, 'annot_map': 0.25}, 'valid') == (
       'valid annotation p@1 0.500  annotation MAP 0.250')
+
+
+def test_files_keep_seven_significant_digits():
+  from wsabie_jax.core import metrics
+  got = metrics.for_file({'p@5': 0.12300000000000003, 'auc': 0.9876543219, 'steps': 16000,
+                          'stopped': 'completed'})
+  assert got == {'p@5': 0.123, 'auc': 0.9876543, 'steps': 16000, 'stopped': 'completed'}

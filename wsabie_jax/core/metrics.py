@@ -227,3 +227,9 @@ def rank_and_top_k_from_scores(scores_BxY: jax.Array, pos_BxP: jax.Array, *, k: 
   ranks_BxP = jnp.sum(before_BxPxY, -1, dtype=jnp.int32)
   top_s, top_i = jax.lax.top_k(scores_BxY, k)
   return jnp.where(valid_BxP, ranks_BxP, -1), top_i, top_s
+
+
+def for_file(metrics: dict) -> dict:
+  """Metrics as a file keeps them: floats to 7 significant digits (0.123, not
+  0.12300000000000003: the noise of a float sum, not a digit a metric has)."""
+  return {k: float(f'{v:.7g}') if isinstance(v, float) else v for k, v in metrics.items()}

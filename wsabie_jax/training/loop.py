@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from wsabie_jax.core import metrics as metrics_lib
 from wsabie_jax.training import checkpoints, dispatch, hosts, parallel, workdir as workdir_lib
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.progress import Progress
@@ -117,7 +118,8 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
   summaries.scalars(steps, result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
   if hosts.is_writer():
-    (workdir / 'metrics.json').write_text(json.dumps(result, indent=2, sort_keys=True))
+    (workdir / 'metrics.json').write_text(json.dumps(metrics_lib.for_file(result), indent=2,
+                                                     sort_keys=True))
   return result
 
 
