@@ -64,6 +64,17 @@ def test_a_silent_peer_is_named_after_the_timeout_not_before():
                                 'is step 200; restart every process to resume')
 
 
+def test_a_peer_that_finished_is_never_named():
+  store, clock = FakeStore(), FakeClock()
+  a, b = _peers(store, clock, me=0, count=2), _peers(store, clock, me=1, count=2)
+  b.beat()
+  assert a.verdict() is None
+  with b:  # b finishes (leaves its context without an error) and stops beating
+    pass
+  clock.now = 1000.0
+  assert a.verdict() is None
+
+
 def test_a_beating_peer_is_never_named():
   store, clock = FakeStore(), FakeClock()
   a, b = _peers(store, clock, me=0, count=2), _peers(store, clock, me=1, count=2)

@@ -189,6 +189,7 @@ class Peers:
         time.sleep(self.interval / 4)
     self._stop.set()
     if error is None or (isinstance(error, SystemExit) and not error.code):
+      self._say_done()
       return False
     message = _one_line(error)
     if not isinstance(error, (SystemExit, KeyboardInterrupt)):
@@ -211,6 +212,7 @@ class Peers:
     try:
       beats = dict(self.client.key_value_dir_get('wsabie/beat/'))
       failures = dict(self.client.key_value_dir_get('wsabie/failed/'))
+      done = dict(self.client.key_value_dir_get('wsabie/done/'))
     except Exception as error:  # noqa: BLE001 (the service is process 0's: gone with it)
       if self._unreachable_since is None:
         self._unreachable_since = now
@@ -226,7 +228,7 @@ class Peers:
         reason = message[len('error: '):] if message.startswith('error: ') else message
         return f'process {peer} failed ({reason})' + WHEREABOUTS.describe()
     for peer in range(self.count):
-      if peer == self.me:
+      if peer == self.me or f'wsabie/done/{peer}' in done:
         continue
       beat = beats.get(f'wsabie/beat/{peer}')
       if beat is None or beat != self._seen.get(peer, (None, 0.0))[0]:
@@ -234,6 +236,14 @@ class Peers:
       elif now - self._seen[peer][1] >= self.timeout:
         return f'process {peer} stopped answering' + WHEREABOUTS.describe()
     return None
+
+  def _say_done(self) -> None:
+    """Its beats stop because it finished: a peer still finishing must not
+    take the silence for a death."""
+    try:
+      self.client.key_value_set(f'wsabie/done/{self.me}', '1', allow_overwrite=True)
+    except Exception:  # noqa: BLE001 (the service went down: nobody left to tell)
+      pass
 
   def publish_failure(self, message: str) -> None:
     """Tells the others this process failed; waits (up to `timeout`) until
