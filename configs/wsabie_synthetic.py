@@ -5,10 +5,10 @@
 50,000 train (10% held out for validation) / 5,000 test planted images,
 Y = 2,000 labels in sibling groups of 8, d = 10,000 visual words, ~40 word
 draws per image (35% from the image's labels); D = 64, K = 100 draws, row-wise
-Adagrad, 15 epochs: every setting is wsabie/step.py's default. Measured on a
-2-core CPU: 21 s of training (84,900 pairs/s), test p@1 0.655, p@10 0.133,
-psib@10 0.565, MAP 0.595 — the frequency baseline gets p@1 0.176, p@10 0.052,
-psib@10 0.054.
+Adagrad, 15 epochs: every setting is wsabie/step.py's default. Test p@1
+0.656, p@10 0.133, psib@10 0.570, MAP 0.599 (the frequency baseline: p@1
+0.176, p@10 0.052, psib@10 0.054); the figures and their command are in
+docs/RESULTS.md.
 
 `:small` (200 labels, 4,000 images, ~3 s of training) is for tests and quick checks.
 """
