@@ -15,15 +15,10 @@ data, budget and validation schedule, so the time to reach 95% of the best
 validation p@5 compares the samplers. DATA:
 
   synthetic  the default job at Y = 10,000 (adaptive K = 10, λ = 0.01, 150 s a row).
-             Measured on a 2-core CPU (test p@5 / MAP; s to 95% of validation p@5):
-             warp 0.162 / 0.452, 3.7 s; vse_hinge 0.179 / 0.502, 8.3 s; vse_warp
-             0.171 / 0.482, 3.3 s (1.11×; 1.49× in an earlier run); auc 0.161 / 0.426, 4.6 s.
-             `paper`: warp 0.042 / 0.165; no row reaches WARP's level.
-  corel5k    configs/wsabie_corel5k.py (adaptive K = 20, λ = 0.02, 120 s a row):
-             warp 0.259 / 0.344, 5.1 s; vse_hinge 0.246 / 0.321, 2.3 s; vse_warp
-             0.255 / 0.339, 3.8 s to WARP's level (1.36×; 1.78× in an earlier run); auc
-             0.178 / 0.212. `paper` (300 epochs a row): warp 0.104 / 0.393, 8.1 s;
-             vse_warp 0.103 / 0.407, 3.4 s (2.41×); auc (logistic) 0.109 / 0.418.
+  corel5k    configs/wsabie_corel5k.py (adaptive K = 20, λ = 0.02, 120 s a row).
+
+Each row's test p@5 / MAP and time to 95% of validation p@5, with the command
+that printed them: docs/SAMPLERS.md.
 """
 import os
 

@@ -6,9 +6,8 @@ The default synthetic job (configs/wsabie_synthetic.py) with its labels made
 the 1,000 visual WordNet noun synsets with the most part-of links (needs
 Debian's wordnet-base): a label shares visual words with its WordNet
 siblings, and sibling precision (paper 000 §4) credits a predicted synset
-that shares a direct is-a parent with a true one. Measured on a 2-core CPU:
-17 s of training, test p@1 0.764, p@10 0.131, psib@10 0.280, MAP 0.729 — the
-frequency baseline gets p@1 0.189, psib@10 0.057. `:small`: 300 synsets.
+that shares a direct is-a parent with a true one (its results:
+docs/PARTS.md). `:small`: 300 synsets.
 """
 import os
 
