@@ -63,14 +63,7 @@ def _run(args, workdir: pathlib.Path, processes: int) -> dict:
 
 def _latest_state(workdir: pathlib.Path):
   from wsabie_jax.experiments import run
-  from wsabie_jax.training import checkpoints
-  like = run.Restored(workdir).state
-  ckpts = checkpoints.Checkpoints(workdir)
-  try:
-    state, _ = ckpts.restore(ckpts.latest, like)
-  finally:
-    ckpts.close()
-  return [np.asarray(x) for x in jax.tree.leaves(state)]
+  return [np.asarray(x) for x in jax.tree.leaves(run.Restored(workdir).latest_state())]
 
 
 def _largest_difference(a: list, b: list) -> float:

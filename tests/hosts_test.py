@@ -188,7 +188,7 @@ def test_processes_rows_tile_the_batch(monkeypatch):
   rows = []
   for i in range(4):
     monkeypatch.setattr(parallel.jax, 'process_index', lambda i=i: i)
-    rows.append(parallel.local_rows(64, mesh=None))
+    rows.append(parallel.local_rows(64))
   assert rows == [(0, 16), (16, 32), (32, 48), (48, 64)]
 
 

@@ -105,14 +105,8 @@ def _wait_for(path: pathlib.Path, run: Run, timeout: float = TIMEOUT):
 def _states(workdir):
   """The workdir's latest and best states, restored by this (single) process."""
   from wsabie_jax.experiments import run
-  from wsabie_jax.training import checkpoints
   restored = run.Restored(workdir)
-  ckpts = checkpoints.Checkpoints(workdir)
-  try:
-    latest, _ = ckpts.restore(ckpts.latest, restored.state)
-  finally:
-    ckpts.close()
-  return [np.asarray(x) for x in jax.tree.leaves((latest, restored.state))]
+  return [np.asarray(x) for x in jax.tree.leaves((restored.latest_state(), restored.state))]
 
 
 @pytest.fixture(scope='module')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_collections
 
 from wsabie_jax import methods
-from wsabie_jax.training import loop, workdir as workdir_lib
+from wsabie_jax.training import checkpoints, loop, workdir as workdir_lib
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bool = False) -> dict:
@@ -46,6 +46,16 @@ class Restored:
     self.vocab = workdir_lib.load_vocabulary(workdir)
     self.method = methods.of(self.config)
     self.state = workdir_lib.restore_best(workdir, self.method.like_state(self.config, self.vocab))
+
+  def latest_state(self):
+    """The latest checkpoint's state (where a resumed run would start), in the
+    best's shape; the best state when checkpoints/ holds none."""
+    ckpts = checkpoints.Checkpoints(self.workdir)
+    try:
+      got = ckpts.restore(ckpts.latest, self.state)
+    finally:
+      ckpts.close()
+    return self.state if got is None else got[0]
 
   def scorer(self):
     """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD)."""

@@ -104,6 +104,8 @@ class Dispatcher:
   """Runs the next call of steps. `__call__(state, step)` -> (state, stats of
   the call's last step, steps done); `place(state)` puts a state on the mesh."""
 
+  PREFETCH = 2  # calls built ahead: with the one being built and the one running, 4 held
+
   def __init__(self, train, method: Method, start_step: int, total_steps: int,
                eval_every: int | None = None):
     self.mesh, self._method = method.mesh, method
@@ -120,7 +122,7 @@ class Dispatcher:
     # Several processes: a streamed batch is built where it is used, each
     # process its own rows of every step's batch (streams take `rows`), never
     # the others'. Resident data is on every device already; ids are tiny.
-    self.rows = (parallel.local_rows(train.batch_size, self.mesh)
+    self.rows = (parallel.local_rows(train.batch_size)
                  if jax.process_count() > 1 and not resident else None)
     if self.rows is not None:
       log.info('process %d builds rows %d-%d of each batch of %d', jax.process_index(),
@@ -142,8 +144,6 @@ class Dispatcher:
     self.calls = batching.prefetch(calls, size=self.PREFETCH, put=put)
     self._executables = {}  # by the packs' budget class and the inputs' shapes
     self.compile_seconds = 0.0  # spent compiling calls: the loop leaves it out of the steps' time
-
-  PREFETCH = 2  # calls built ahead: with the one being built and the one running, 4 held
 
   def input_held(self) -> str:
     """What the host holds of the input at most: the calls in flight and the

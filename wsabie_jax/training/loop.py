@@ -9,7 +9,6 @@ method (what to train, how to validate and test it) comes in as plain data
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import math
@@ -131,7 +130,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   start_step = int(state.step)
   pairs_per_row = _pairs_per_row(stream)
   progress = Progress(total_steps, train.batch_size * pairs_per_row,
-                      stream=sys.stderr if hosts.is_writer() else io.StringIO(),  # one bar
+                      stream=sys.stderr if hosts.is_writer() else None,  # one bar
                       unit='pairs' if pairs_per_row != 1.0 else 'ex',
                       budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
                       if train.max_seconds else 0.0, may_stop_early=train.patience > 0)

@@ -80,7 +80,7 @@ def local_devices(mesh: Mesh) -> list:
   return [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
 
 
-def local_rows(size: int, mesh: Mesh) -> tuple[int, int]:
+def local_rows(size: int) -> tuple[int, int]:
   """[start, stop) of this process's rows in a global batch of `size` split
   over the mesh (make_mesh orders devices by process: a contiguous block)."""
   n, i = jax.process_count(), jax.process_index()
@@ -121,7 +121,7 @@ def shard_batch(batch, mesh: Mesh, axis: int = 0, local: bool = False):
 
   def put(v):
     if not local:
-      start, stop = local_rows(v.shape[axis], mesh)
+      start, stop = local_rows(v.shape[axis])
       v = np.take(v, np.arange(start, stop), axis)
     return jax.make_array_from_process_local_data(sharding, v)
 

@@ -20,13 +20,14 @@ class Progress:
     """budget_seconds > 0: a time budget (train.max_seconds left) that may end
     the run before total_steps; the bar and ETA follow whichever ends first.
     may_stop_early: early stopping may end it sooner still, so the total and
-    the ETA read as bounds (`/≤44,700`, `eta ≤ 3:05`)."""
+    the ETA read as bounds (`/≤44,700`, `eta ≤ 3:05`). stream None: draws
+    nothing (a process other than the one that reports)."""
     self.bound = '≤' if may_stop_early else ''
     self.clock = clock
     self.total, self.per_step, self.stream = total_steps, examples_per_step, stream
     self.budget, self.created = budget_seconds, self.clock()
     self.unit, self.step_name = unit, step_name
-    self.tty = stream.isatty()
+    self.tty = stream is not None and stream.isatty()
     self.every = 0.2 if self.tty else every_seconds
     self.start = self.last_print = self.clock()
     self.first_step = None
@@ -36,6 +37,8 @@ class Progress:
       h.addFilter(self._clear_line)
 
   def update(self, step: int, **scalars):
+    if self.stream is None:
+      return
     now = self.clock()
     if self.first_step is None:
       self.first_step, self.start = step, now
