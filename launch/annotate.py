@@ -20,6 +20,8 @@ _INPUT = flags.DEFINE_string('input', None, 'Data file to annotate.')
 _IMAGES = flags.DEFINE_string('images', None, 'Image files or folders (comma-separated) to '
                               'annotate; the run must be on featurised images.')
 _K = flags.DEFINE_integer('k', 10, 'How many labels to print per example.')
+_ALLOW_DATA_CHANGE = flags.DEFINE_bool('allow_data_change', False, 'Use a label XML or '
+                                       'codebook that changed since the run was trained.')
 _ALL_WORDS = flags.DEFINE_bool('all_words', False,
                                'Skip-gram workdirs: rank every word of the word table after the '
                                'OOV pass (words.npy), not only the training tags.')
@@ -31,21 +33,20 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   if (_INPUT.value is None) == (_IMAGES.value is None):
     raise app.UsageError('give exactly one of --input (a data file) and --images')
-  with cli.one_line_errors():
-    restored = run.Restored(_WORKDIR.value)
-  try:
-    if _IMAGES.value:
-      ds, titles = annotate.read_images(_IMAGES.value, restored.config, restored.vocab)
-    else:
-      ds, titles = annotate.read_input(_INPUT.value, restored.config, restored.vocab), None
-    for title, predicted, truth in annotate.annotate(restored, ds, _K.value, titles,
-                                                     _ALL_WORDS.value):
-      line = ', '.join(f'{name} ({score:.2f})' for name, score in predicted)
-      print(f'{title}: {line}' + (f'   [true: {", ".join(truth)}]' if truth else ''))
-  except ValueError as error:  # a DataError names its file already
-    where = _INPUT.value or _IMAGES.value
-    raise SystemExit(str(error) if str(error).startswith(where) else f'{where}: {error}') from None
+  if _K.value < 1:
+    raise app.UsageError(f'--k={_K.value}: how many labels to print, at least 1')
+  # Only what annotating reads must be as trained: the label XML, the codebook.
+  restored = run.Restored(_WORKDIR.value, reads=('data.labels_path', 'data.featurized_dir'),
+                          allow_data_change=_ALLOW_DATA_CHANGE.value)
+  if _IMAGES.value:
+    ds, titles = annotate.read_images(_IMAGES.value, restored.config, restored.vocab)
+  else:
+    ds, titles = annotate.read_input(_INPUT.value, restored.config, restored.vocab), None
+  for title, predicted, truth in annotate.annotate(restored, ds, _K.value, titles,
+                                                   _ALL_WORDS.value):
+    line = ', '.join(f'{name} ({score:.2f})' for name, score in predicted)
+    print(f'{title}: {line}' + (f'   [true: {", ".join(truth)}]' if truth else ''))
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -9,9 +9,9 @@ WSABIE models of different D with weights fit on validation. Each baseline's
 hyper-parameters (C, epochs, k, p) are chosen on the validation split; the
 test split is scored once. Writes table.md and table.json to the workdir.
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
-from wsabie_jax.experiments import paper000
+from wsabie_jax.experiments import cli, paper000
 
 _DATA = flags.DEFINE_string('data', 'corel5k', 'corel5k, synthetic or a config file with its '
                             'argument (configs/wsabie_lear.py:espgame) for the 000-x tables.')
@@ -28,4 +28,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -35,6 +35,8 @@ Suites:
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
              python launch/benchmark.py --suite=tables --panel=corel5k,DIR/enron,…
              --panel_config=configs/wsabie_mulan.py
+  checkpoints  (by name) seconds to save and restore a checkpoint at the web-scale
+             config's table sizes and 10× its labels, beside its checksums' share.
   skipgram_epoch  paper 004 Table 1: seconds per epoch of Fast0Tag, Fixed WV and
              the proposed objective, full vs sampled, at 291 labels / 17,665
              images and 925 labels / 102,709 images (the paper's sizes), then at
@@ -44,11 +46,11 @@ Suites:
 import json
 import pathlib
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from wsabie_jax.experiments import benchmarks
+from wsabie_jax.experiments import benchmarks, cli
 
-_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, or all '
+_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, checkpoints, or all '
                             '(every suite not marked by name).')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
@@ -71,4 +73,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -21,12 +21,12 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 import jax
 import numpy as np
 
-from wsabie_jax.experiments import local_cluster as cluster
+from wsabie_jax.experiments import cli, local_cluster as cluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Scratch folder for the runs.', required=True)
@@ -132,4 +132,4 @@ def _same(a: dict, b: dict) -> bool:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

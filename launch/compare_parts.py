@@ -9,9 +9,9 @@ Labeling among all relation couples on test quadruplets of relations training
 never saw, with the WordNet-offset models), table.json, and the nearest
 labels of a few synsets in the Shared and Unshared spaces (Table 6).
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
-from wsabie_jax.experiments import paper002
+from wsabie_jax.experiments import cli, paper002
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Where the runs and the tables go.', required=True)
 _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')
@@ -25,4 +25,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

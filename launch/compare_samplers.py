@@ -10,9 +10,9 @@ workdir: table.md (speed-ups next to the paper's and test p@5, r@5, MAP, AUC),
 table.json, and paper 003 Fig. 1 for uniform WARP (fig1_draws_per_update.svg
 and .csv: the draws sequential uniform WARP needs per update, over training).
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
-from wsabie_jax.experiments import paper003
+from wsabie_jax.experiments import cli, paper003
 from wsabie_jax.methods import wsabie
 
 _DATA = flags.DEFINE_enum('data', 'synthetic', ['synthetic', 'corel5k'], 'Which data set.')
@@ -29,4 +29,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

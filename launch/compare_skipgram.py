@@ -15,9 +15,9 @@ fig2d_negatives.svg to the workdir. Per-class P and R are averaged over the
 classes present in the test labels, F1 is their harmonic mean (as the tagging
 papers report); "overall" pools all predictions.
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
-from wsabie_jax.experiments import paper004
+from wsabie_jax.experiments import cli, paper004
 from wsabie_jax.methods import skipgram
 
 _STUDY = flags.DEFINE_enum('study', 'table', ['table', 'sweep'], 'Which comparison.')
@@ -39,4 +39,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -9,7 +9,7 @@ Objects-and-parts workdirs report their three tasks on the split's fixed quadrup
 import json
 import pathlib
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from wsabie_jax.core import metrics
 from wsabie_jax.experiments import cli, run
@@ -18,23 +18,26 @@ _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=
 _SPLIT = flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Which split to score.')
 _JSON = flags.DEFINE_bool('json', False, 'Print every metric as JSON instead of the summary line.')
 _BASELINE = flags.DEFINE_bool('baseline', False, 'Also score the frequency baseline.')
+_ALLOW_DATA_CHANGE = flags.DEFINE_bool('allow_data_change', False, 'Score data files that '
+                                       'changed since the run was trained.')
 
 
 def main(argv):
   del argv
   cli.use_compilation_cache()
   logging.set_verbosity(logging.WARNING)
-  with cli.one_line_errors():
-    result = run.Restored(_WORKDIR.value).evaluate(_SPLIT.value, _BASELINE.value)
-  out = pathlib.Path(_WORKDIR.value) / f'eval_{_SPLIT.value}.json'
-  result = metrics.for_file(result)
-  out.write_text(json.dumps(result, indent=2, sort_keys=True))
+  restored = run.Restored(_WORKDIR.value, allow_data_change=_ALLOW_DATA_CHANGE.value)
+  result = metrics.for_file(restored.evaluate(_SPLIT.value, _BASELINE.value))
+  # Printed before they are written: a read-only workdir loses no figure.
   if _JSON.value:
-    print(json.dumps(result, indent=2, sort_keys=True))
+    print(json.dumps(result, indent=2, sort_keys=True), flush=True)
   else:
-    print(run.summary_line(result, _SPLIT.value))
+    print(run.summary_line(result, _SPLIT.value), flush=True)
+  out = pathlib.Path(_WORKDIR.value) / f'eval_{_SPLIT.value}.json'
+  out.write_text(json.dumps(result, indent=2, sort_keys=True))
+  if not _JSON.value:
     print(f'(every metric: {out})')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

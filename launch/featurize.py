@@ -18,11 +18,12 @@ SVG's dc:subject (`apt-get install openclipart-svg openclipart-png`, then
 import sys
 
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from wsabie_jax.training import progress as progress_lib
 from wsabie_jax.features import visual_terms
 from wsabie_jax.features import image_folder
+from wsabie_jax.experiments import cli
 
 _IMAGES = flags.DEFINE_string('images', None, 'Folder the tags file paths are relative to.',
                               required=True)
@@ -75,4 +76,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -20,10 +20,11 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
 import numpy as np
 import jax
+from wsabie_jax.experiments import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _CONFIG = flags.DEFINE_string('config', 'configs/wsabie_synthetic.py:small', 'Config to train.')
@@ -102,4 +103,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

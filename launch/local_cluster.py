@@ -21,6 +21,7 @@ import sys
 from absl import app, flags
 
 from wsabie_jax.experiments.local_cluster import commands, environment, free_port, run_cluster
+from wsabie_jax.experiments import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _NUM = flags.DEFINE_integer('num_processes', 2, 'Processes to start (hosts to stand in for).')
@@ -35,9 +36,12 @@ def main(argv):
   if not args:
     raise app.UsageError('give the training arguments after --, e.g. -- '
                          '--config=configs/wsabie_synthetic.py:small --workdir=/tmp/run')
-  cmds = commands(str(ROOT / _SCRIPT.value), args, _NUM.value, free_port())
+  script = ROOT / _SCRIPT.value
+  if not script.is_file():
+    raise app.UsageError(f'--script={_SCRIPT.value}: no such file')
+  cmds = commands(str(script), args, _NUM.value, free_port())
   sys.exit(run_cluster(cmds, environment(_DEVICES.value), _GRACE.value))
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -7,14 +7,13 @@ Then `launch/train.py` with the same config streams them (data.kind='shards').
 import pathlib
 import time
 
+from absl import flags
 
-from absl import app, flags
-from ml_collections import config_flags
-
+from wsabie_jax.config.validate import ConfigError
 from wsabie_jax.data import shards, synthetic_spec
+from wsabie_jax.experiments import cli
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Config with data.kind=shards.',
-                                          lock_config=True)
+_CONFIG = cli.define_config('Config with data.kind=shards.')
 flags.mark_flags_as_required(['config'])
 _WORKERS = flags.DEFINE_integer('workers', 2, 'Processes generating shards in parallel.')
 
@@ -22,6 +21,9 @@ _WORKERS = flags.DEFINE_integer('workers', 2, 'Processes generating shards in pa
 def main(argv):
   del argv
   c = _CONFIG.value.data
+  if c.get('kind') != 'shards':
+    raise ConfigError(f'config.data.kind={c.get("kind")!r}: make_shards writes the shards of a '
+                      "config with data.kind='shards' (configs/wsabie_webscale.py)")
   spec = synthetic_spec(c)
   root = pathlib.Path(c.shards_dir)
   for split, n in (('valid', c.num_valid), ('test', c.num_test), ('train', c.num_train)):
@@ -39,4 +41,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -12,9 +12,11 @@ SVGs without keywords are listed with none (featurize.py drops them).
 import pathlib
 
 
-from absl import app, flags
+from absl import flags
 
+from wsabie_jax.data import DataError
 from wsabie_jax.features import image_folder
+from wsabie_jax.experiments import cli
 
 _SVG = flags.DEFINE_string('svg_dir', '/usr/share/openclipart/svg', 'openclipart-svg files.')
 _PNG = flags.DEFINE_string('png_dir', '/usr/share/openclipart/png', 'openclipart-png files.')
@@ -26,7 +28,7 @@ def main(argv):
   svg_dir, png_dir = pathlib.Path(_SVG.value), pathlib.Path(_PNG.value)
   svgs = sorted(svg_dir.rglob('*.svg'))
   if not svgs:
-    raise SystemExit(f'no SVG files under {svg_dir} (apt-get install openclipart-svg)')
+    raise DataError(svg_dir, None, 'no SVG files here (apt-get install openclipart-svg)')
   lines, with_keywords, without_png = [], 0, 0
   for svg in svgs:
     png = svg.relative_to(svg_dir).with_suffix('.png')
@@ -44,4 +46,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -12,9 +12,9 @@ runs them on the papers' real data: `--data=configs/wsabie_lear.py:espgame,DIR`
 `--data=configs/wsabie_folder.py:DATA_DIR` (a featurised folder of images).
 Writes <workdir>/<table>.md.
 """
-from absl import app, flags, logging
+from absl import flags, logging
 
-from wsabie_jax.experiments import reproduce
+from wsabie_jax.experiments import cli, reproduce
 
 _TABLE = flags.DEFINE_enum('table', None, reproduce.TABLES, 'Paper-table, e.g. 000-4.',
                            required=True)
@@ -31,4 +31,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.main(main)

@@ -13,16 +13,14 @@ one process a host, joined by --coordinator_address=HOST:PORT --num_processes=N
 """
 import logging as py_logging
 
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import flags, logging
 
 import jax
 
 from wsabie_jax.training import hosts
 from wsabie_jax.experiments import cli, run
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Experiment config file.',
-                                          lock_config=True)
+_CONFIG = cli.define_config('Experiment config file.')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Checkpoints, summaries and metrics.json go here.')
 flags.mark_flags_as_required(['config', 'workdir'])
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None,
@@ -39,6 +37,9 @@ _INIT_TIMEOUT = flags.DEFINE_integer('initialization_timeout', 300, 'Several hos
 _HEARTBEAT_TIMEOUT = flags.DEFINE_integer('heartbeat_timeout', 30, 'Several hosts: a process '
                                           'not heard from for this many seconds is taken for '
                                           'dead, and the others stop.')
+_ALLOW_DATA_CHANGE = flags.DEFINE_bool('allow_data_change', False, 'Resume a run although its '
+                                       'data files changed since it was trained (each change '
+                                       'is logged).')
 _FORCE_NEW = flags.DEFINE_bool('force_new', False, 'Move a previous run in --workdir aside '
                                '(WORKDIR.old-TIME) and start afresh instead of resuming it.')
 
@@ -52,12 +53,14 @@ def main(argv):
   hosts.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                    mode=_DISTRIBUTED.value, initialization_timeout=_INIT_TIMEOUT.value,
                    heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
+  # (one_line_errors inside: Peers tells the other processes the one line)
   with hosts.Peers(_HEARTBEAT_TIMEOUT.value), cli.one_line_errors():
-    metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _FORCE_NEW.value)
+    metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _FORCE_NEW.value,
+                                     _ALLOW_DATA_CHANGE.value)
   if jax.process_index() == 0:
     print(run.summary_line(metrics))
     print(f'(every metric: {_WORKDIR.value}/metrics.json)')
 
 
 if __name__ == '__main__':
-  app.run(main, flags_parser=cli.parse_flags)
+  cli.main(main)

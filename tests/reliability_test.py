@@ -321,8 +321,9 @@ def test_progress_follows_a_time_budget_that_ends_first():
 
 
 def test_a_run_stopped_before_its_first_checkpoint_may_change_its_config(tmp_path):
-  """A data error (or a kill while starting) leaves config.json and no checkpoint:
-  the fixed config must not be refused as a different run."""
+  """A data error leaves no workdir (the data are read before anything is
+  written); a kill while starting leaves config.json and no checkpoint: the
+  fixed config must not be refused as a different run."""
   workdir = tmp_path / 'run'
   from wsabie_jax.config import presets
   from wsabie_jax.data import DataError
@@ -330,6 +331,9 @@ def test_a_run_stopped_before_its_first_checkpoint_may_change_its_config(tmp_pat
   bad.data = presets.file_data('libsvm', str(tmp_path / 'typo.txt'), str(tmp_path / 'test.txt'))
   with pytest.raises(DataError, match='typo.txt: file not found'):
     run.train_and_evaluate(bad, workdir)
-  assert (workdir / 'config.json').exists() and not workdir_lib.holds_a_run(workdir)
+  assert not workdir.exists()
+  workdir.mkdir()
+  (workdir / 'config.json').write_text(bad.to_json_best_effort())  # killed while starting
+  assert not workdir_lib.holds_a_run(workdir)
   run.train_and_evaluate(_tiny_config(max_steps=4), workdir)
   assert json.loads((workdir / 'config.json').read_text())['data']['kind'] == 'synthetic'

@@ -27,6 +27,8 @@ class ConfigError(ValueError):
 def check_shared(config: ml_collections.ConfigDict) -> None:
   """Raises ConfigError on the first bad field of config.train, .eval or .data."""
   try:
+    check_type('config.seed', config.get('seed', 0), int)
+    check_ranges({'seed': config.get('seed', 0)}, 'config', seed='>=0')  # (numpy's RNGs)
     _section(config.train, presets.train(), 'config.train', TRAIN_RANGES)
     if not (config.train.max_steps or config.train.num_epochs):
       raise ValueError('config.train: num_epochs and max_steps are both 0 (nothing to train)')

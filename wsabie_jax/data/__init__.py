@@ -31,8 +31,7 @@ def read_split(cfg, path, like: SparseDataset | None = None, skip_empty: bool = 
     if like is not None:
       names = like.label_names
     elif cfg.get('labels_path'):
-      with open(cfg.labels_path, encoding='utf-8') as f:
-        names = [line.rstrip('\n') for line in f]
+      names = dataset.read_label_names(cfg.labels_path)
     return libsvm.read_libsvm(path, num_features=like.num_features if like else None,
                               num_labels=len(names) if names else None, label_names=names,
                               feature_base=cfg.get('feature_base', 0), skip_empty=skip_empty)
@@ -87,6 +86,15 @@ def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
   if protocol == 'leave_one_out':
     return leave_one_out_splits(dataset.concat([train, test]), cfg)
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
+  if cfg.validation_fraction and valid.num_images == 0:
+    raise DataError(cfg.get('train_path', 'the training data'), None,
+                    f'the validation split is empty ({train.num_images} examples × '
+                    f'config.data.validation_fraction={cfg.validation_fraction} < 1): add data, '
+                    'or set validation_fraction=0 (no early stopping: the last state is kept)')
+  if train.num_images == 0:
+    raise DataError(cfg.get('train_path', 'the training data'), None,
+                    f'no training examples are left after the validation split '
+                    f'(config.data.validation_fraction={cfg.validation_fraction}): lower it')
   if cfg.get('holdout_fraction', 0.0):
     return hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
   return train, valid, test

@@ -17,9 +17,38 @@ class DataError(ValueError):
   def __init__(self, path, line: int | None, message: str):
     where = f'{path}, line {line}' if line is not None else f'{path}'
     super().__init__(f'{where}: {message}')
+    self.path, self.line, self.reason = path, line, message
+
+  def __reduce__(self):  # raised again whole after a copy (absl's flag parsing, pickling)
+    return type(self), (self.path, self.line, self.reason)
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def read_label_names(path) -> list[str]:
+  """One label name a line (labels.txt): a BOM is dropped (utf-8-sig), so are
+  trailing blank lines; a blank or repeated name elsewhere is a DataError
+  naming its line (it would shift or merge the label ids after it)."""
+  with open(path, encoding='utf-8-sig') as f:
+    names = [line.rstrip('\r\n') for line in f]
+  while names and not names[-1].strip():
+    names.pop()
+  first = {}
+  for line_no, name in enumerate(names, 1):
+    if not name.strip():
+      raise DataError(path, line_no, 'blank label name (label ids are line numbers: a blank '
+                      'line shifts every id after it)')
+    if name in first:
+      raise DataError(path, line_no, f'label name {name!r} repeats line {first[name]}')
+    first[name] = line_no
+  return names
+
+
+def is_int(token: str) -> bool:
+  """An ASCII integer (str.isdigit also takes '²' and other digits int() refuses)."""
+  body = token[1:] if token[:1] == '-' else token
+  return body.isascii() and body.isdigit()
 
 
 def parse_number(token: str, path, line_no: int, what: str) -> float:

@@ -9,23 +9,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, parse_number
+from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, is_int, parse_number
 
 
 def read_libsvm(path, num_features: int | None = None, num_labels: int | None = None,
                 label_names: list[str] | None = None, feature_base: int = 0,
                 skip_empty: bool = True) -> SparseDataset:
   """feature_base: the id of the first feature in the file (0 for XMC, 1 for libsvm)."""
-  features, labels = [], []
+  features, labels, line_of_row = [], [], []
   skipped = 0
+  sizes_given = num_features, num_labels or label_names
   header = None
-  with open(path, encoding='utf-8') as f:
+  with open(path, encoding='utf-8-sig') as f:  # (a BOM is dropped)
     for line_no, raw in enumerate(f, 1):
       line = raw.rstrip('\n')
       if not line.strip() or line.lstrip().startswith('#'):
         continue
       tokens = line.split()
-      if line_no == 1 and len(tokens) == 3 and all(t.isdigit() for t in tokens):
+      if line_no == 1 and len(tokens) == 3 and all(is_int(t) for t in tokens):
         header = [int(t) for t in tokens]
         num_features = num_features or header[1]
         num_labels = num_labels or header[2]
@@ -35,6 +36,8 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
       else:
         label_tokens, feat_tokens = tokens[0].split(','), tokens[1:]
       try:
+        if not all(is_int(t) for t in label_tokens if t):
+          raise ValueError
         row_labels = np.array([int(t) for t in label_tokens if t], np.int64)
       except ValueError:
         raise DataError(path, line_no, f'labels {tokens[0]!r} are not comma-separated integers') from None
@@ -43,7 +46,7 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
       ids, vals = [], []
       for tok in feat_tokens:
         fid, sep, val = tok.partition(':')
-        if not sep or not fid.lstrip('-').isdigit():
+        if not sep or not is_int(fid):
           raise DataError(path, line_no, f'feature {tok!r} is not "id:value"')
         v = parse_number(val, path, line_no, f'feature {tok!r}')
         i = int(fid) - feature_base
@@ -57,16 +60,43 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
         continue
       features.append((np.asarray(ids, np.int64), np.asarray(vals, np.float32)))
       labels.append(row_labels)
+      line_of_row.append(line_no)
   if header and header[0] != len(features) + skipped:
     raise DataError(path, 1, f'header promises {header[0]} points, file has {len(features) + skipped}')
   max_feat = max((int(i.max()) for i, _ in features if len(i)), default=-1)
   max_label = max((int(l.max()) for l in labels if len(l)), default=-1)
+  if not sizes_given[0]:
+    _check_implied(path, 'feature', [i for i, _ in features], line_of_row, feature_base)
+  if not sizes_given[1]:
+    _check_implied(path, 'label', labels, line_of_row, 0)
   num_features = num_features or max_feat + 1
   if label_names is None:
     label_names = [str(i) for i in range(num_labels or max_label + 1)]
   elif max_label >= len(label_names):
     raise DataError(path, None, f'label id {max_label} has no name ({len(label_names)} names given)')
   return from_lists(features, labels, num_features, label_names, skipped_empty=skipped)
+
+
+# Ids may leave gaps (labels unused in this file), but sizes implied by the
+# largest id are refused past this when most ids are unused: a stray id of
+# 2,000,000,000 once made a 3M-label model, or a 460 GB allocation.
+IMPLIED_IDS_LIMIT = 1_000_000
+UNUSED_IDS_FACTOR = 50
+
+
+def _check_implied(path, what: str, rows: list, line_of_row: list[int], base: int) -> None:
+  """DataError naming the line of the largest id when the size it implies
+  is over IMPLIED_IDS_LIMIT and UNUSED_IDS_FACTOR× the distinct ids used."""
+  largest = [int(r.max()) if len(r) else -1 for r in rows]
+  if not largest or max(largest) + 1 <= IMPLIED_IDS_LIMIT:
+    return
+  used = len(np.unique(np.concatenate(rows)))
+  top = int(np.argmax(largest))
+  if largest[top] + 1 > UNUSED_IDS_FACTOR * used:
+    raise DataError(path, line_of_row[top], f'{what} id {largest[top] + base:,} implies '
+                    f'{largest[top] + 1:,} {what}s but the file uses {used:,} distinct ids: '
+                    f'number them 0 … N−1, or give the sizes (a header line "points features '
+                    f'labels"{", or labels.txt" if what == "label" else ""})')
 
 
 def write_libsvm(ds: SparseDataset, path, feature_base: int = 0):

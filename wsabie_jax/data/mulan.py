@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, parse_number
+from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, is_int, parse_number
 
 _ATTRIBUTE = re.compile(r"@attribute\s+('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\S+)\s+(.+)$", re.I)
 
@@ -52,7 +52,7 @@ def read_arff(arff_path, labels_path, skip_empty: bool = True) -> SparseDataset:
   attributes: list[str] = []
   features, labels = [], []
   skipped = 0
-  with open(arff_path, encoding='utf-8') as f:
+  with open(arff_path, encoding='utf-8-sig') as f:  # (a BOM is dropped)
     in_data = False
     for line_no, raw in enumerate(f, 1):
       line = raw.strip()
@@ -109,7 +109,7 @@ def _parse_row(line: str, num_columns: int, path, line_no: int):
     columns, values = [], []
     for item in filter(None, (t.strip() for t in body.split(','))):
       parts = item.split()
-      if len(parts) != 2 or not parts[0].isdigit():
+      if len(parts) != 2 or not is_int(parts[0]):
         raise DataError(path, line_no, f'sparse entry {item!r} is not "index value"')
       col = int(parts[0])
       if col >= num_columns:

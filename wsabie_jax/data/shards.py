@@ -15,12 +15,13 @@ import functools
 import json
 import multiprocessing
 import pathlib
+import zipfile
 
 import numpy as np
 
 from wsabie_jax.data import synthetic
 from wsabie_jax.data.batching import EpochOrder, pad_images
-from wsabie_jax.data.dataset import SparseDataset
+from wsabie_jax.data.dataset import DataError, SparseDataset
 
 
 def _write_shard(directory: pathlib.Path, i: int, ds: SparseDataset) -> dict:
@@ -95,8 +96,8 @@ class ShardSet:
     self.directory = pathlib.Path(directory)
     meta_path = self.directory / 'meta.json'
     if not meta_path.exists():
-      raise FileNotFoundError(f'{meta_path} not found: write the shards first '
-                              '(python launch/make_shards.py)')
+      raise DataError(meta_path, None, 'not found: write the shards first '
+                      '(python launch/make_shards.py)')
     self.meta = json.loads(meta_path.read_text())
     self.preprocess = preprocess
     self.num_pairs_S = np.array([s['num_pairs'] for s in self.meta['shards']], np.int64)
@@ -134,10 +135,21 @@ class ShardSet:
     return np.asarray(self.meta['label_counts'])
 
   def load(self, i: int) -> SparseDataset:
-    with np.load(self.directory / self.meta['shards'][i]['file']) as z:
-      ds = SparseDataset(z['feat_indptr'], z['feat_idx'], z['feat_val'], z['label_indptr'],
-                         z['label_idx'], self.meta['num_features'], self.label_names,
-                         self.label_parents)
+    """Shard i; a DataError naming the shard when it is missing or unreadable
+    (truncated: np.load and zipfile raise several kinds)."""
+    path = self.directory / self.meta['shards'][i]['file']
+    try:
+      with np.load(path) as z:
+        ds = SparseDataset(z['feat_indptr'], z['feat_idx'], z['feat_val'], z['label_indptr'],
+                           z['label_idx'], self.meta['num_features'], self.label_names,
+                           self.label_parents)
+    except FileNotFoundError:
+      raise DataError(path, None, 'shard missing: write the shards again '
+                      '(python launch/make_shards.py)') from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+      raise DataError(path, None, f'shard unreadable ({type(error).__name__}: '
+                      f'{str(error).splitlines()[0] if str(error) else ""}): write the shards '
+                      'again (python launch/make_shards.py)') from None
     return self.preprocess(ds)
 
   def load_all(self) -> SparseDataset:

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from wsabie_jax.data import lear, mulan, nuswide, openimages
-from wsabie_jax.data.dataset import SparseDataset, from_lists
+from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists
 
 
 def _features():
@@ -92,7 +92,7 @@ class Mulan(_SparseImages, tfds.core.GeneratorBasedBuilder):
     for split in ('train', 'test'):
       found = sorted(root.glob(f'{stem}-{split}*.arff'))
       if not found:
-        raise FileNotFoundError(f'{root}: no {stem}-{split}*.arff ({self.MANUAL_DOWNLOAD_INSTRUCTIONS})')
+        raise DataError(root, None, f'no {stem}-{split}*.arff ({self.MANUAL_DOWNLOAD_INSTRUCTIONS})')
       splits[split] = mulan.read_arff(found[0], labels, skip_empty=False)
     return self._splits(splits)
 
@@ -142,7 +142,7 @@ def prepare(name: str, data_dir, manual_dir=None):
   builder = BUILDERS[family](config=config or None, data_dir=str(data_dir), file_format='array_record')
   if not builder.is_prepared():
     if not manual_dir:
-      raise FileNotFoundError(f'{name} is not prepared in {data_dir}: set config.data.manual_dir')
+      raise DataError(data_dir, None, f'{name} is not prepared here: set config.data.manual_dir')
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
         manual_dir=str(manual_dir)))
   return builder

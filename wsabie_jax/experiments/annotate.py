@@ -4,6 +4,7 @@ the run's codebook."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import sys
 from typing import Iterator
@@ -13,27 +14,46 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.core import metrics
-from wsabie_jax.data import SparseDataset, batching, dataset, libsvm, mulan, preprocess
+from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.data import DataError, SparseDataset, batching, dataset, libsvm, mulan, preprocess
 from wsabie_jax.experiments.run import Restored
 from wsabie_jax.features import image_folder, visual_terms
 
 
 def read_input(path: str, config, vocab: dict) -> SparseDataset:
-  if path.endswith('.arff'):
+  """`path` in the training data's format, checked against the run: its
+  kind (ARFF for a Mulan run, libsvm text otherwise), feature ids within the
+  run's features and label ids within its labels (each a DataError naming the
+  file and line)."""
+  arff = config.data.kind == 'mulan'
+  if not os.path.isfile(path):
+    raise DataError(path, None, 'no such file' if not os.path.exists(path) else 'not a file')
+  if arff != path.endswith('.arff'):
+    raise DataError(path, None, f'the run was trained on {config.data.kind} data: --input must '
+                    + ('be a Mulan .arff file with its attributes' if arff else
+                       'be libsvm text ("labels feature:value ..."), as the training file'))
+  if arff:
     ds = mulan.read_arff(path, config.data.labels_path, skip_empty=False)
   else:
     num_features = vocab['num_features'] - (1 if config.data.get('bias_feature', 0.0) else 0)
     ds = libsvm.read_libsvm(path, num_features=num_features, label_names=vocab['label_names'],
                             feature_base=config.data.get('feature_base', 0), skip_empty=False)
   if ds.num_images == 0:
-    raise ValueError('no examples to annotate')
-  return preprocess(ds, config.data)
+    raise DataError(path, None, 'no examples to annotate')
+  ds = preprocess(ds, config.data)
+  if ds.num_features != vocab['num_features']:
+    raise DataError(path, None, f'{ds.num_features:,} features, the run was trained on '
+                    f'{vocab["num_features"]:,}')
+  if ds.label_names != vocab['label_names'][:ds.num_labels]:
+    raise DataError(path, None, 'its labels are not the run\'s (another data set?)')
+  return ds
 
 
 def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str]]:
   """Image files → bags of visual terms with the codebook the run was trained on."""
   if not config.data.get('featurized_dir'):
-    raise ValueError('--images needs a run on featurised images (configs/wsabie_folder.py)')
+    raise ConfigError('--images needs a run on featurised images (configs/wsabie_folder.py); '
+                      'give this run --input=FILE in its training data\'s format')
   entries, dropped = image_folder.screen_images([(p, []) for p in image_folder.image_paths(spec)], '',
                                                 image_folder.FeaturizeSettings.max_pixels,
                                                 drop_duplicates=False)
@@ -41,7 +61,7 @@ def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str
     print(f'{path}: skipped ({why})', file=sys.stderr)
   paths = [p for p, _ in entries]
   if not paths:
-    raise ValueError(f'no images to annotate in {spec}')
+    raise DataError(spec, None, 'no readable images to annotate')
   featurizer, codebook = image_folder.load_featurizer(config.data.featurized_dir)
   rows = visual_terms.histograms(featurizer.codes(paths, codebook))
   ds = dataset.from_lists(rows, [np.zeros(0, np.int64)] * len(rows), len(codebook),
@@ -57,14 +77,12 @@ def annotate(restored: Restored, ds: SparseDataset, k: int, titles: list[str] | 
   left (words.npy), not only the training tags (paper 004 §2.1).
   """
   config, vocab = restored.config, restored.vocab
-  if ds.num_features != vocab['num_features']:
-    raise ValueError(f'{ds.num_features} features, the model has {vocab["num_features"]}')
   embed, labels_YxD = restored.scorer()
   names = vocab['label_names'][:labels_YxD.shape[0]]
   if all_words:
     words = pathlib.Path(restored.workdir) / 'words.npy'
     if not words.exists():
-      raise ValueError(f'{words} not found: --all_words needs a skip-gram workdir (config.method)')
+      raise ConfigError(f'{words} not found: --all_words needs a skip-gram workdir')
     labels_YxD = jnp.asarray(np.load(words))
     names = json.loads(words.with_suffix('.json').read_text())
   metrics.require_finite(labels_YxD, 'label embeddings')

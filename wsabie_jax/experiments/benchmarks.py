@@ -22,7 +22,7 @@ from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
-EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables')  # by name only: long, LightFM or data
+EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'checkpoints')  # by name only: long, LightFM or data
 
 
 def step_cost(small: bool):
@@ -176,6 +176,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     from wsabie_jax.experiments import whole_tables
     result['tables'] = {'data': whole_tables.on_data(panel, panel_config),
                         'grid': whole_tables.grid(small)}
+  if 'checkpoints' in suites:
+    result['checkpoints'] = checkpoint_cost(small)
   if 'panel_search' in suites:
     from wsabie_jax.experiments import panel as panel_lib
     result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds)
@@ -227,4 +229,36 @@ def loop_speed(small: bool = False, steps: int = 0) -> list[dict]:
     print(f'{r["run"]:<22} {r["B"]:>5} {r["K"]:>5} {r["step_alone_pairs_per_sec"]:>11,.0f} '
           f'{r["end_to_end_1"]:>9,.0f} {r["end_to_end_16"]:>9,.0f} '
           f'{r["end_to_end_16"] / r["step_alone_pairs_per_sec"]:>16.2f}')
+  return rows
+
+
+def checkpoint_cost(small: bool = False) -> list[dict]:
+  """Seconds to save (written and waited for) and restore (verified) a WSABIE
+  state at the web-scale config's table sizes (Y = 100,000, d = 10,000,
+  D = 100) and at 10× its labels, beside the seconds of the checksums alone
+  (checkpoints.digests: every array hashed once on save, once on restore)."""
+  from wsabie_jax.training import checkpoints
+  rows = []
+  for num_labels in ((1000,) if small else (100_000, 1_000_000)):
+    state = wsabie_method.init_state(tables.load('wsabie_webscale'), 10_000, num_labels)
+    nbytes = sum(x.nbytes for x in jax.tree.leaves(state))
+    with tempfile.TemporaryDirectory() as workdir:
+      ckpts = checkpoints.Checkpoints(workdir)
+      start = time.perf_counter()
+      ckpts.save(ckpts.latest, state, {'step': 0})
+      ckpts.latest.wait_until_finished()
+      save = time.perf_counter() - start
+      start = time.perf_counter()
+      ckpts.restore(ckpts.latest, state)
+      restore = time.perf_counter() - start
+      ckpts.close()
+    start = time.perf_counter()
+    checkpoints.digests(state, {})
+    digest = time.perf_counter() - start
+    rows.append(dict(num_labels=num_labels, state_mib=nbytes / 2**20, save_seconds=save,
+                     restore_seconds=restore, digest_seconds=digest,
+                     digest_share_of_save=digest / save, digest_share_of_restore=digest / restore))
+    print(f'Y {num_labels:>9,}  state {nbytes / 2**20:7.1f} MiB  save {save:6.2f} s  restore '
+          f'{restore:6.2f} s  checksums {digest:5.2f} s ({digest / save:.0%} of save, '
+          f'{digest / restore:.0%} of restore)')
   return rows

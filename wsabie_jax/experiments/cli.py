@@ -1,24 +1,31 @@
-"""What every launch script shares: config overrides checked before absl
-parses them, and errors about the user's input or workdir as one line.
+"""What every launch script shares: `cli.main(main)` in place of absl's
+app.run, which answers a user's error in one line, and the config flag.
 
 A misspelt `--config.train.bogus=1` used to end in a 53-line ml_collections
-traceback; a bad value, a busy workdir or a diverged run in another. Here each
-is one line naming what and where (exit status 1); a bug still gets its
-traceback.
+traceback; a data error met while a config file loaded, in absl's
+"Flags parsing error" without its file or line; a bad value, a busy workdir,
+a missing file or a full disk in others. Here each is one line,
+`error: WHAT: WHY; what to do`, and exit status 1 (130 for Ctrl-C); a bug
+still gets its traceback.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
+from typing import Callable
 
 from absl import app, flags
+from ml_collections import config_flags
 
 from wsabie_jax import config as config_lib
 from wsabie_jax.config.validate import ConfigError
 from wsabie_jax.core.metrics import NonFiniteScores
 from wsabie_jax.data import DataError
+from wsabie_jax.parts.wordnet import WordNetMissing
 from wsabie_jax.training.checkpoints import CheckpointError
+from wsabie_jax.training.interrupts import Interrupted
 from wsabie_jax.training.loop import Diverged
 from wsabie_jax.training.workdir import WorkdirError
 
@@ -46,20 +53,114 @@ def use_compilation_cache() -> None:
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.1)
 
 
-USER_ERRORS = (ConfigError, DataError, WorkdirError, CheckpointError, Diverged, NonFiniteScores)
+USER_ERRORS = (ConfigError, DataError, WorkdirError, CheckpointError, Diverged, NonFiniteScores,
+               WordNetMissing)
+
+# OSErrors about the user's files and disks (a bug's OSError keeps its traceback).
+_FILE_ERRNOS = {errno.ENOENT: 'check the path', errno.EACCES: 'check its permissions',
+                errno.EPERM: 'check its permissions', errno.EROFS: 'the file system is read-only',
+                errno.ENOSPC: 'free some space (a training run resumes from its last checkpoint)',
+                errno.EDQUOT: 'over the disk quota', errno.EISDIR: 'a folder, not a file',
+                errno.ENOTDIR: 'a file, not a folder', errno.ENAMETOOLONG: 'shorten it',
+                errno.EEXIST: 'a file is in the way'}
+
+
+def main(fn: Callable[[list[str]], object]) -> None:
+  """app.run(fn) with one-line errors: flags (unknown, bad values), the
+  config file (its loading, its overrides), and what `fn` raises of
+  USER_ERRORS, file-system errors and Ctrl-C."""
+  def guarded(argv):
+    with one_line_errors():
+      return fn(argv)
+  app.run(guarded, flags_parser=parse_flags)
+
+
+def error_line(error: BaseException) -> str | None:
+  """The one line for a user's error; None for anything else (a bug)."""
+  if isinstance(error, USER_ERRORS):
+    return str(error)
+  if isinstance(error, OSError) and error.errno in _FILE_ERRNOS:
+    what = f'{error.filename}: ' if error.filename else ''
+    return f'{what}{error.strerror or error}; {_FILE_ERRNOS[error.errno]}'
+  if isinstance(error, app.UsageError):
+    return f'{error}; see --helpshort'
+  return None
+
+
+@contextlib.contextmanager
+def one_line_errors():
+  """Exits with `error: MESSAGE` (status 1) on a user's error (`error_line`),
+  `interrupted` (130) on Ctrl-C."""
+  try:
+    yield
+  except Interrupted as stopped:  # saved: not an error, but the command did not finish
+    print(stopped, file=sys.stderr)
+    sys.exit(stopped.status)
+  except KeyboardInterrupt:
+    print('error: interrupted', file=sys.stderr)
+    sys.exit(130)
+  except Exception as error:  # noqa: BLE001 (re-raised unless it is the user's)
+    line = error_line(error)
+    if line is None:
+      raise
+    sys.exit(f'error: {line}')
+
+
+# --- the config flag: loaded once, its errors in one line --------------------
+
+_LOADED: dict[str, object] = {}
+
+
+def load_config(spec: str):
+  """The config `--config=FILE.py[:ARG]` names, loaded once a process (a data
+  set read by get_config is read once); a user's error in it exits with one line."""
+  if spec not in _LOADED:
+    try:
+      _LOADED[spec] = config_lib.load(spec)
+    except SyntaxError as error:
+      sys.exit(f'error: --config={spec}: {error.filename}, line {error.lineno}: syntax error '
+               f'({error.msg})')
+    except AttributeError as error:
+      sys.exit(f'error: --config={spec}: {error}; a config file defines get_config(arg=None)')
+    except (ValueError, TypeError, KeyError, OSError, ImportError) as error:
+      line = error_line(error) or str(error)
+      sys.exit(f'error: --config={spec}: {line.splitlines()[0] if line else type(error).__name__}')
+  return _LOADED[spec]
+
+
+class _ConfigParser(flags.ArgumentParser):
+  """The config flag's parser: `load_config`'s (locked) config."""
+
+  def parse(self, argument):
+    config = load_config(argument)
+    if hasattr(config, 'lock'):
+      config.lock()
+    return config
+
+  def flag_type(self):
+    return 'config object'
+
+
+def define_config(help_string: str) -> flags.FlagHolder:
+  """--config=FILE.py[:ARG] with --config.PATH=VALUE overrides (ml_collections'
+  config_flags), loading through `load_config`."""
+  try:  # (it reads sys.argv's --flagfile=... now, at import)
+    holder = config_flags.DEFINE_config_file('config', None, help_string, lock_config=True)
+  except flags.Error as error:
+    sys.exit(f'error: {_flag_error(error)}')
+  flags.FLAGS['config'].parser = _ConfigParser()
+  return holder
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-  """app.run's flags_parser: absl's, after every --config.PATH override is
-  checked against the config file's fields (unknown ones: one line, the
-  section's valid fields listed)."""
-  spec = next((a.split('=', 1)[1] for a in argv if a.startswith('--config=')), None)
-  overrides = [a[len('--config.'):].split('=', 1)[0] for a in argv if a.startswith('--config.')]
-  if spec and overrides:
-    try:
-      config = config_lib.load(spec)
-    except (ValueError, TypeError) as error:
-      sys.exit(f'error: --config={spec}: {error}')
+  """app.run's flags_parser: absl's, with a bad flag in one line, the config
+  file loaded first (`load_config`) and every --config.PATH override checked
+  against its fields (unknown ones: the section's valid fields listed)."""
+  ours = argv[:argv.index('--')] if '--' in argv else argv  # (the rest is another program's)
+  spec = next((a.split('=', 1)[1] for a in ours if a.startswith('--config=')), None)
+  overrides = [a[len('--config.'):].split('=', 1)[0] for a in ours if a.startswith('--config.')]
+  if spec and 'config' in flags.FLAGS:
+    config = load_config(spec)
     for path in overrides:
       node, where = config, 'config'
       for key in path.split('.'):
@@ -68,13 +169,11 @@ def parse_flags(argv: list[str]) -> list[str]:
           sys.exit(f'error: --config.{path}: {where} has no field {key!r}; valid: '
                    f'{", ".join(valid)}')
         node, where = node[key], f'{where}.{key}'
-  return app.parse_flags_with_usage(argv)
-
-
-@contextlib.contextmanager
-def one_line_errors():
-  """Exits with `error: MESSAGE` (status 1) on the user's errors (USER_ERRORS)."""
   try:
-    yield
-  except USER_ERRORS as error:
-    sys.exit(f'error: {error}')
+    return flags.FLAGS(argv)
+  except flags.Error as error:
+    sys.exit(f'error: {_flag_error(error)}')
+
+
+def _flag_error(error: Exception) -> str:
+  return f'{str(error).splitlines()[0].removeprefix("ERROR:: ")}; see --helpshort'

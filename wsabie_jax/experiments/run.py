@@ -5,16 +5,18 @@ from __future__ import annotations
 import ml_collections
 
 from wsabie_jax import methods
-from wsabie_jax.training import checkpoints, loop, workdir as workdir_lib
+from wsabie_jax.training import checkpoints, identity, loop, workdir as workdir_lib
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bool = False) -> dict:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bool = False,
+                       allow_data_change: bool = False) -> dict:
   """Trains config.method (resuming from workdir), tests the best checkpoint,
   writes metrics.json and returns its contents. The config is checked first
   (methods.check: a ConfigError before the workdir is touched); `force_new`
-  moves a previous run in workdir aside instead of resuming it."""
+  moves a previous run in workdir aside instead of resuming it;
+  `allow_data_change` resumes on data files that changed since."""
   methods.check(config)
-  return loop.train_and_evaluate(config, workdir, methods.build, force_new)
+  return loop.train_and_evaluate(config, workdir, methods.build, force_new, allow_data_change)
 
 
 # The figures a summary line shows, first found first (methods name theirs differently).
@@ -38,14 +40,30 @@ def summary_line(metrics: dict, split: str = 'test') -> str:
 
 
 class Restored:
-  """A workdir's config, vocabulary and best state, with its method."""
+  """A workdir's config, vocabulary and best state, with its method.
 
-  def __init__(self, workdir):
+  `reads`: the config.data inputs the caller will read ('all', or keys such as
+  'data.labels_path'), checked against the files the run was trained on
+  (identity.py): a difference is a WorkdirError naming it, unless
+  `allow_data_change`."""
+
+  def __init__(self, workdir, reads='all', allow_data_change: bool = False):
     self.workdir = workdir
     self.config = workdir_lib.load_config(workdir)
     self.vocab = workdir_lib.load_vocabulary(workdir)
     self.method = methods.of(self.config)
-    self.state = workdir_lib.restore_best(workdir, self.method.like_state(self.config, self.vocab))
+    self.state, record = workdir_lib.restore_best(
+        workdir, self.method.like_state(self.config, self.vocab))
+    stored = record.get('identity')
+    if stored and not allow_data_change:
+      keys = set(stored['data']) if reads == 'all' else set(reads) & set(stored['data'])
+      now = {'data': {k: identity.fingerprint(p) for k, p in identity.inputs(self.config).items()
+                      if k in keys}}
+      changed = identity.data_changes(stored, now, keys)
+      if changed:
+        raise workdir_lib.WorkdirError(
+            f'{workdir} was trained on other data: {"; ".join(changed)}; put the files back, '
+            'or pass --allow_data_change to use these')
 
   def latest_state(self):
     """The latest checkpoint's state (where a resumed run would start), in the

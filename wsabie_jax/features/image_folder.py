@@ -38,7 +38,7 @@ def read_tags(tags_path, images_dir) -> list[tuple[str, list[str]]]:
   lines raise a DataError naming the tags file and line."""
   images_dir = pathlib.Path(images_dir)
   entries, seen = [], {}
-  with open(tags_path, encoding='utf-8') as f:
+  with open(tags_path, encoding='utf-8-sig') as f:  # (a BOM is dropped)
     for line_no, raw in enumerate(f, 1):
       line = raw.rstrip('\n')
       if not line.strip() or line.startswith('#'):
@@ -76,6 +76,11 @@ def screen_images(entries, images_dir, max_pixels: int, drop_duplicates: bool = 
         warnings.simplefilter('ignore', Image.DecompressionBombWarning)
         with Image.open(file) as im:
           width, height = im.size
+          if width * height <= max_pixels:
+            # Decoded (a JPEG at 1/8 scale: cheap) so that a truncated file
+            # whose header reads is dropped here, not midway through a run.
+            im.draft('RGB', (max(1, width // 8), max(1, height // 8)))
+            im.load()
     except Exception as e:  # Pillow raises several kinds for files it cannot read
       dropped[path] = f'cannot read the image: {e}'
       continue

@@ -218,13 +218,35 @@ def histograms(codes_NxK: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
   return rows
 
 
+# Pillow's one-channel modes of more than 8 bits: 16-bit (PNG, TIFF), 32-bit, float.
+WIDE_MODES = ('I', 'I;16', 'I;16B', 'I;16L', 'I;16N', 'F')
+
+
+def to_8_bits(im):
+  """A 16-bit, 32-bit or float grey image as 8-bit 'L', scaled rather than
+  clipped (Pillow's convert clips at 255: a 16-bit photo came out nearly all
+  white, a float one in [0, 1] all black). Integers: full scale 65,535 when
+  a value exceeds 255, else 255; floats: 1.0 when none exceeds it, else the
+  image's maximum. Other modes are returned as they are."""
+  from PIL import Image
+  if im.mode not in WIDE_MODES:
+    return im
+  values = np.asarray(im, np.float64)
+  if im.mode == 'F':
+    values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
+    full = max(1.0, float(values.max(initial=0.0)))
+  else:
+    full = 65535.0 if values.max(initial=0.0) > 255 else 255.0
+  return Image.fromarray(np.clip(np.round(values / full * 255.0), 0, 255).astype(np.uint8), 'L')
+
+
 def load_image(path, image_size: int) -> np.ndarray:
   """An image file as S×S×3 float32 in [0, 1]: transparency over white, the
   longer side scaled to S, letterboxed on white (aspect kept)."""
   from PIL import Image  # Pillow: only featurising needs it
   with Image.open(path) as im:
     im.draft('RGB', (image_size, image_size))  # JPEG: decode at a reduced size
-    im = im.convert('RGBA')
+    im = to_8_bits(im).convert('RGBA')
     scale = image_size / max(im.size)
     size = (max(1, round(im.width * scale)), max(1, round(im.height * scale)))
     im = im.resize(size, Image.BILINEAR, reducing_gap=2.0)

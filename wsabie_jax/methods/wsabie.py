@@ -6,6 +6,8 @@ defaults); data, train and eval are the shared presets.
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import ml_collections
 
@@ -13,6 +15,7 @@ from wsabie_jax import data as data_lib
 from wsabie_jax.config import from_config, presets, to_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
+from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
 from wsabie_jax.wsabie import step as step_lib
 
@@ -44,6 +47,8 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
   splits = common.load_splits(config)
   train = splits[0]
   cfg = step_config(config, train.num_labels)
+  # (before the stream allocates a batch: rows ≥ images)
+  parallel.check_batch(config.train.batch_size, getattr(train, 'num_images', math.inf))
   stream = data_lib.pair_stream(train, config.train.batch_size, config.seed, mesh.devices.size,
                                 config.train.get('positives_per_row', 1))
   probe = None

@@ -3,9 +3,12 @@
 Each checkpoint holds the TrainState (params, optimiser rows, RNG key, step)
 and a JSON record of the loop: data position, best metric, patience, time.
 
-Restore reads the newest step and, when it is corrupt or partial (a truncated
-array file, unreadable metadata), logs which and why and falls back to the
-next older one. Training then moves the unreadable ones to workdir/corrupt/
+Each record also holds a CRC-32 of every array of the state and of the record
+itself (`digests`), taken from the values being saved: Orbax keeps no
+checksums, so a flipped byte inside an array file read back as a different,
+still finite model. Restore reads the newest step and, when it is corrupt or
+partial (a truncated array file, unreadable metadata, a digest that does not
+match), logs which and why and falls back to the next older one. Training then moves the unreadable ones to workdir/corrupt/
 (nothing is deleted) and replays from the older step — the batches are a pure
 function of the seed and the step, so the result is the same; read-only
 users (evaluate, annotate) only fall back.
@@ -13,11 +16,15 @@ users (evaluate, annotate) only fall back.
 from __future__ import annotations
 
 import copy
+import errno
 import inspect
+import json
+import os
 import logging
 import pathlib
 import sys
 import time
+import zlib
 
 import jax
 import numpy as np
@@ -74,10 +81,14 @@ class Checkpoints:
     step = int(jax.device_get(state.step))
     if step in manager.all_steps():  # a replay after a fallback or a kill: already saved
       return
-    manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                               record=ocp.args.JsonSave(record)), force=True)
-    if _nbytes(state) < WAIT_BELOW_BYTES:
-      manager.wait_until_finished()
+    record = dict(record, digests=digests(state, record))
+    try:
+      manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                 record=ocp.args.JsonSave(record)), force=True)
+      if _nbytes(state) < WAIT_BELOW_BYTES:
+        manager.wait_until_finished()
+    except Exception as error:  # noqa: BLE001 (Orbax wraps the OSError in several kinds)
+      raise _unwritable(error, manager, step) from error
     log.info('saved checkpoint %s/%d', pathlib.Path(manager.directory).name, step)
 
   def restore(self, manager: ocp.CheckpointManager, like_state, set_aside: bool = False):
@@ -133,6 +144,70 @@ class Checkpoints:
       m.close()
 
 
+def digests(state, record: dict) -> dict:
+  """{'record': CRC-32 of the record's JSON, 'state': {leaf path: CRC-32 of its
+  bytes}} (this process's copy of each array: the state is replicated)."""
+  leaves, _ = jax.tree_util.tree_flatten_with_path(state)
+  return {'record': _crc(json.dumps(_without_digests(record), sort_keys=True).encode()),
+          'state': {jax.tree_util.keystr(path): _crc(_host_bytes(leaf)) for path, leaf in leaves}}
+
+
+def verify(state, record: dict) -> dict:
+  """The record without its digests; a ValueError naming the first array (or
+  the record) whose bytes differ from what was saved. Records written before
+  digests were kept pass unchecked."""
+  saved = record.get('digests')
+  record = _without_digests(record)
+  if saved is None:
+    return record
+  now = digests(state, record)
+  if now['record'] != saved['record']:
+    raise ValueError('the loop record does not match its checksum')
+  for path, crc in saved['state'].items():
+    if now['state'].get(path, crc) != crc:
+      raise ValueError(f'array state{path} does not match its checksum (bit rot or an edited file)')
+  return record
+
+
+def _without_digests(record: dict) -> dict:
+  return {k: v for k, v in record.items() if k != 'digests'}
+
+
+def _crc(data) -> str:
+  return f'{zlib.crc32(data):08x}'
+
+
+def _host_bytes(leaf) -> memoryview:
+  if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+    leaf = leaf.addressable_data(0)  # a replica held by this process
+  return memoryview(np.ascontiguousarray(jax.device_get(leaf))).cast('B')
+
+
+# What a full or read-only disk says, however deep Orbax or TensorStore wrapped it.
+_DISK_ERRORS = {errno.ENOSPC: 'no space left on the device', errno.EDQUOT: 'over the disk quota',
+                errno.EROFS: 'the file system is read-only', errno.EACCES: 'permission denied'}
+
+
+def _unwritable(error: Exception, manager, step: int) -> Exception:
+  """A CheckpointError in one line when `error` (or one it came from) is a
+  full or read-only disk; else `error` itself (a bug keeps its traceback).
+  Nothing is lost: the older checkpoints stay, and a rerun resumes there."""
+  seen, reason = error, None
+  while seen is not None and reason is None:
+    if isinstance(seen, OSError) and seen.errno in _DISK_ERRORS:
+      reason = _DISK_ERRORS[seen.errno]
+    for code, words in _DISK_ERRORS.items():
+      if os.strerror(code) in str(seen) or words in str(seen):
+        reason = reason or words
+    seen = seen.__cause__ or seen.__context__
+  if reason is None:
+    return error
+  kept = [s for s in manager.all_steps() if s != step]
+  return CheckpointError(f'cannot write checkpoint {manager.directory}/{step}: {reason}; '
+                         'make room and rerun the same command to resume from '
+                         + (f'checkpoint {max(kept)}' if kept else 'the start'))
+
+
 def _nbytes(state) -> int:
   return sum(x.nbytes for x in jax.tree.leaves(state))
 
@@ -178,8 +253,9 @@ def _restore_step(manager: ocp.CheckpointManager, step: int, like_state):
       got = restore_as(present)
     except ValueError:
       raise error from None  # the real mismatch (a shape, a dtype), not the fallback's
-    return like_state._replace(**got.state), got.record
+    state = like_state._replace(**got.state)
+    return state, verify(state, got.record)
   if got.record is None:
     raise ValueError('the loop record is missing')
   state = type(like_state)(*got.state) if isinstance(got.state, (list, tuple)) else got.state
-  return state, got.record
+  return state, verify(state, got.record)

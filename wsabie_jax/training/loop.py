@@ -14,6 +14,7 @@ import logging
 import math
 import pathlib
 import resource
+import signal
 import sys
 import zlib
 from typing import Callable
@@ -24,7 +25,8 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.core import metrics as metrics_lib
-from wsabie_jax.training import checkpoints, dispatch, hosts, parallel, workdir as workdir_lib
+from wsabie_jax.training import (checkpoints, dispatch, hosts, identity, interrupts, parallel,
+                                 workdir as workdir_lib)
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.progress import Progress
 from wsabie_jax.training.recorder import Clock, Recorder, Summaries, objects_frozen, read_stats
@@ -39,38 +41,59 @@ class Diverged(RuntimeError):
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
                        build: Callable[[ml_collections.ConfigDict, object], Method],
-                       force_new: bool = False) -> dict:
+                       force_new: bool = False, allow_data_change: bool = False) -> dict:
   """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json.
 
   The workdir is locked for the run (a second run there stops at once), and a
   run it already holds is resumed only with the same config up to
-  workdir.MAY_CHANGE, checked before anything is written; `force_new` moves
-  a previous run aside (WORKDIR.old-TIME) and starts afresh.
+  workdir.MAY_CHANGE and the same data files (identity.py; or any data with
+  `allow_data_change`), checked before anything is written; so are the data
+  themselves (`build` reads them): a workdir created for a run that fails
+  there is removed again. `force_new` moves a previous run aside
+  (WORKDIR.old-TIME) and starts afresh. Data paths are kept absolute.
   Several processes (training/hosts.py): process 0 alone checks and writes
   the workdir's files and holds the lock; the others wait for it.
   """
-  workdir = pathlib.Path(workdir)
+  workdir = workdir_lib.resolve(workdir)
+  config = identity.absolute_paths(config)
+  run_identity = identity.of_run(config, workdir_lib.MAY_CHANGE)
   writer = hosts.is_writer()
+  created = False
   if writer:
     if force_new:
       workdir_lib.set_aside(workdir)
+    workdir_lib.check_for_training(workdir)
+    created = not workdir.exists()
     workdir.mkdir(parents=True, exist_ok=True)
   platform = config.train.get('platform', '')
-  # Before anything is written: a mesh that leaves out a process is an error on every one.
-  mesh = parallel.make_mesh(config.train.get('num_devices', 0),
-                            jax.devices(platform) if platform else None)
-  with workdir_lib.Lock(workdir) if writer else contextlib.nullcontext():
-    if writer:
-      workdir_lib.check_resume(workdir, config)
-      (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
-    hosts.barrier('wsabie_jax: workdir checked')
-    # Everything runs on the mesh's devices (a CPU mesh on a GPU machine
-    # included), each process's on its own: one it does not drive cannot be read.
-    with jax.default_device(parallel.local_devices(mesh)[0]):
-      return _run(config, workdir, build(config, mesh))
+  written = False
+  try:
+    # Before anything is written: a mesh that leaves out a process is an error on every one.
+    mesh = parallel.make_mesh(config.train.get('num_devices', 0),
+                              jax.devices(platform) if platform else None)
+    with workdir_lib.Lock(workdir) if writer else contextlib.nullcontext():
+      if writer:
+        workdir_lib.check_resume(workdir, config, run_identity, allow_data_change)
+      method = build(config, mesh)
+      parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
+                          method.description)
+      parallel.check_batch(config.train.batch_size, method.stream.num_examples)
+      if writer:
+        (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
+      written = True
+      hosts.barrier('wsabie_jax: workdir checked')
+      # Everything runs on the mesh's devices (a CPU mesh on a GPU machine
+      # included), each process's on its own: one it does not drive cannot be read.
+      with jax.default_device(parallel.local_devices(mesh)[0]):
+        return _run(config, workdir, method, run_identity)
+  finally:
+    if created and not written:  # nothing of the run in it: leave no trace
+      (workdir / 'LOCK').unlink(missing_ok=True)
+      with contextlib.suppress(OSError):
+        workdir.rmdir()
 
 
-def _run(config, workdir: pathlib.Path, method: Method) -> dict:
+def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> dict:
   metric = config.train.select_metric
   if metric not in method.select_metrics:
     raise ValueError(f'config.train.select_metric={metric!r} is not one of '
@@ -90,9 +113,11 @@ def _run(config, workdir: pathlib.Path, method: Method) -> dict:
     restored = ckpts.restore(ckpts.latest, state, set_aside=True)
     if restored is not None:
       state, record = restored
-      log.info('resumed from step %d (%s)', int(state.step), record)
+      log.info('resumed from step %d (%s)', int(state.step),
+               {k: v for k, v in record.items() if k != 'identity'})
     summaries = Summaries(workdir)
     recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
+    recorder.record['identity'] = run_identity  # in every checkpoint: what it was trained on
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
     with objects_frozen():
       state = _train(config, state, method, ckpts, recorder, summaries)
@@ -151,61 +176,71 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   # first call (its kernels' one-time set-up left out): the speed the
   # validation interval is fitted to.
   finished = since = None
-  try:
-    while step < total_steps and not r['stopped']:
-      first = step == start_step
-      compiled = steps.compile_seconds
-      state, stats, done = steps(state, step)
-      clock.leave_out(steps.compile_seconds - compiled)  # (the first call's, a new budget class's)
-      step += done
-      hosts.WHEREABOUTS.step = step
-      if first:
-        jax.block_until_ready(state)
-        since = (step, clock.step_seconds)
-      if pending is not None:
-        _check_finite(pending, ckpts)  # one call late: the device never waits on the host
-        finished = (step - done, clock.step_seconds)  # the previous call has ended by now
-        if _crossed(step, done, train.log_every_steps):
-          scalars = read_stats(pending)
-          summaries.scalars(step - done, scalars, 'train')
-          progress.update(step, **scalars)
-      pending = stats
-      over_time = train.max_seconds and parallel.agreed(clock.seconds >= train.max_seconds)
-      stop = 'max_seconds' if over_time else ''
-      last = step == total_steps or stop
-      fitted = 0
-      if ('eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0)
-          and finished is not None):
-        # The calls' finished steps, read off the check above: waiting on the
-        # device to time them would stall the pipeline on every call until fitted.
-        fitted = parallel.agreed(_budget_interval(
-            train, finished[0] - since[0], finished[1] - since[1], clock.seconds))
-      if fitted:
-        r['eval_every_steps'] = steps.eval_every = min(fitted, cap)
-        log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
-                 steps.eval_every, train.evals_per_budget, train.max_seconds)
-      validate = _crossed(step, done, steps.eval_every) or last
-      save = _crossed(step, done, train.checkpoint_every_steps) or last or stop
-      if validate or save:
-        jax.block_until_ready(state)  # the steps' time counts; what reads the state does not
-        step_seconds = clock.step_seconds
-        with clock.excluded():  # (the finiteness check's first call compiles)
-          _check_finite(stats, ckpts, state)
-          if validate and _validate(method, state, recorder, ckpts, step_seconds):
-            stop = stop or 'early_stopping'
-      if save or stop:
-        r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds, stopped=stop,
-                 data_position=stream.position(step))
-        with clock.excluded():
-          ckpts.write_best()  # before the latest, whose record names it
-          ckpts.save(ckpts.latest, state, r)
-      if stop:
-        log.info('stopping at step %d: %s', step, stop)
-        break
-  finally:
-    ckpts.write_best()  # a stop by an error too: the held best is a validated state
-    steps.close()
-    progress.close()
+  with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
+    try:
+      while step < total_steps and not r['stopped']:
+        first = step == start_step
+        compiled = steps.compile_seconds
+        state, stats, done = steps(state, step)
+        clock.leave_out(steps.compile_seconds - compiled)  # (the first call's, a new budget class's)
+        step += done
+        hosts.WHEREABOUTS.step = step
+        if first:
+          jax.block_until_ready(state)
+          since = (step, clock.step_seconds)
+        if pending is not None:
+          _check_finite(pending, ckpts)  # one call late: the device never waits on the host
+          finished = (step - done, clock.step_seconds)  # the previous call has ended by now
+          if _crossed(step, done, train.log_every_steps):
+            scalars = read_stats(pending)
+            summaries.scalars(step - done, scalars, 'train')
+            progress.update(step, **scalars)
+        pending = stats
+        # One agreed decision (process 0's) a call: hosts stop together or not at all.
+        decided = parallel.agreed(int(bool(train.max_seconds and clock.seconds >= train.max_seconds))
+                                  | 2 * int(requests.signum is not None))
+        stop = 'interrupted' if decided & 2 else 'max_seconds' if decided & 1 else ''
+        # (not on a signal: validating off schedule would make the resumed run differ)
+        last = step == total_steps or stop == 'max_seconds'
+        fitted = 0
+        if ('eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0)
+            and finished is not None):
+          # The calls' finished steps, read off the check above: waiting on the
+          # device to time them would stall the pipeline on every call until fitted.
+          fitted = parallel.agreed(_budget_interval(
+              train, finished[0] - since[0], finished[1] - since[1], clock.seconds))
+        if fitted:
+          r['eval_every_steps'] = steps.eval_every = min(fitted, cap)
+          log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
+                   steps.eval_every, train.evals_per_budget, train.max_seconds)
+        validate = _crossed(step, done, steps.eval_every) or last
+        save = _crossed(step, done, train.checkpoint_every_steps) or last or stop
+        if validate or save:
+          jax.block_until_ready(state)  # the steps' time counts; what reads the state does not
+          step_seconds = clock.step_seconds
+          with clock.excluded():  # (the finiteness check's first call compiles)
+            _check_finite(stats, ckpts, state)
+            if validate and _validate(method, state, recorder, ckpts, step_seconds):
+              stop = stop or 'early_stopping'
+        if save or stop:
+          # (an interrupted run is not over: its record must let a rerun go on)
+          r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds,
+                   stopped='' if stop == 'interrupted' else stop, data_position=stream.position(step))
+          with clock.excluded():
+            ckpts.write_best()  # before the latest, whose record names it
+            ckpts.save(ckpts.latest, state, r)
+        if stop == 'interrupted':
+          signum = requests.signum or signal.SIGINT
+          raise interrupts.Interrupted(
+              f'{interrupts.NAMES.get(signum, signum)} at step {step}; saved checkpoint {step} in '
+              f'{ckpts.latest.directory}; rerun the same command to resume', signum)
+        if stop:
+          log.info('stopping at step %d: %s', step, stop)
+          break
+    finally:
+      ckpts.write_best()  # a stop by an error too: the held best is a validated state
+      steps.close()
+      progress.close()
   log.info('process %d: input held at most %s; peak memory %s MiB', jax.process_index(),
            steps.input_held(), f'{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f}')
   return state

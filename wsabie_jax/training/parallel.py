@@ -16,11 +16,14 @@ run different programs and wait on each other's collectives for ever.
 """
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from wsabie_jax.config.validate import ConfigError
 from wsabie_jax.core import row_optim
 
 
@@ -165,3 +168,48 @@ def _synchronous_on_cpu(step, mesh: Mesh):
     return jax.block_until_ready(step(state, batch))
 
   return synchronous_step
+
+
+def memory_bytes(device) -> int:
+  """What a device can hold: an accelerator's own memory, a CPU's the machine's RAM."""
+  stats = device.memory_stats() if device.platform != 'cpu' else None
+  if stats and stats.get('bytes_limit'):
+    return int(stats['bytes_limit'])
+  return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+
+
+# The state is held about twice at a validation or a save (a host copy of the
+# best, Orbax's staging), and a step's temporaries come on top.
+STATE_COPIES = 2
+
+
+def check_fits(state_shapes, device, what: str) -> None:
+  """ConfigError when a state of `state_shapes` (jax.eval_shape of the
+  method's init_state) cannot fit `device` STATE_COPIES times over, naming
+  the largest arrays and the bytes: a label id of 2,000,000,000 or a
+  feature id of 900,000,000 once allocated half a terabyte after the
+  workdir was written."""
+  leaves = jax.tree_util.tree_flatten_with_path(state_shapes)[0]
+  sizes = sorted(((int(np.prod(x.shape)) * x.dtype.itemsize, jax.tree_util.keystr(p), x.shape)
+                  for p, x in leaves if hasattr(x, 'shape')), reverse=True)
+  need, have = STATE_COPIES * sum(n for n, _, _ in sizes), memory_bytes(device)
+  if need > have:
+    largest = ', '.join(f'{name} {"×".join(map(str, shape))} ({n / 2**30:,.1f} GiB)'
+                        for n, name, shape in sizes[:2])
+    raise ConfigError(f'the model does not fit: {what}; its state needs {need / 2**30:,.1f} GiB '
+                      f'({STATE_COPIES}× {largest}, ...), the {device.platform} device '
+                      f'{have / 2**30:,.1f} GiB: check the data\'s largest ids, or lower '
+                      'config.model.dim')
+
+
+# Rows a batch may hold beyond the training rows (an epoch smaller than a
+# batch: tiny sets, several epochs a step); past it a typo (1e8) allocates GBs.
+MAX_BATCH_EPOCHS = 64
+
+
+def check_batch(batch_size: int, num_rows: int) -> None:
+  """ConfigError when a batch would hold over MAX_BATCH_EPOCHS epochs of `num_rows`."""
+  if batch_size > MAX_BATCH_EPOCHS * max(num_rows, 1):
+    raise ConfigError(f'config.train.batch_size={batch_size:,} is over {MAX_BATCH_EPOCHS}× the '
+                      f'{num_rows:,} training rows (a step would be {batch_size // max(num_rows, 1):,} '
+                      'epochs): lower it')

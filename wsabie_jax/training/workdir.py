@@ -20,7 +20,7 @@ import time
 import ml_collections
 import numpy as np
 
-from wsabie_jax.training import checkpoints
+from wsabie_jax.training import checkpoints, identity
 
 log = logging.getLogger('wsabie_jax')
 
@@ -30,30 +30,43 @@ def save_vocabulary(workdir, vocab: dict):
 
 
 def load_config(workdir) -> ml_collections.ConfigDict:
-  path = pathlib.Path(workdir) / 'config.json'
-  if not path.exists():
-    raise FileNotFoundError(f'{path} not found: is {workdir} a training workdir?')
-  return ml_collections.ConfigDict(json.loads(path.read_text()))
+  return ml_collections.ConfigDict(_read_json(workdir, 'config.json'))
 
 
 def load_vocabulary(workdir) -> dict:
-  vocab = json.loads((pathlib.Path(workdir) / 'vocabulary.json').read_text())
+  vocab = _read_json(workdir, 'vocabulary.json')
   if vocab['label_parents'] is not None:
     vocab['label_parents'] = np.asarray(vocab['label_parents'], np.int32)
   return vocab
 
 
+def _read_json(workdir, name: str) -> dict:
+  """A run's JSON file, or a WorkdirError saying why it cannot be read."""
+  path = pathlib.Path(workdir) / name
+  if not pathlib.Path(workdir).is_dir():
+    raise WorkdirError(f'--workdir={workdir}: no such folder')
+  if not path.exists():
+    raise WorkdirError(f'{path} not found: {workdir} is not a training workdir, or its run '
+                       'stopped before it began training')
+  try:
+    return json.loads(path.read_text())
+  except (OSError, ValueError) as error:
+    raise WorkdirError(f'{path} is unreadable ({error})') from None
+
+
 def restore_best(workdir, like_state):
-  """The best-on-validation state (the latest checkpoint if none was marked best),
-  restored into the shapes of `like_state` (methods/ knows how to make one)."""
+  """(state, record) of the best on validation (the latest checkpoint if none
+  was marked best), restored into the shapes of `like_state` (methods/ knows
+  how to make one)."""
   ckpts = checkpoints.Checkpoints(workdir)
   try:
     got = ckpts.restore_best(like_state)
   finally:
     ckpts.close()
   if got is None:
-    raise FileNotFoundError(f'no checkpoint in {workdir}/best or {workdir}/checkpoints')
-  return got[0]
+    raise WorkdirError(f'no checkpoint in {workdir}/best or {workdir}/checkpoints: the run '
+                       'there has not saved one yet (train it first)')
+  return got
 
 
 # --- one run at a time, and only the run the workdir holds ------------------
@@ -145,29 +158,66 @@ MAY_CHANGE = frozenset({
     'eval.batch_size', 'eval.label_chunk', 'loss.label_chunk'})
 
 
-def check_resume(workdir, config: ml_collections.ConfigDict) -> None:
+def check_resume(workdir, config: ml_collections.ConfigDict, now: dict,
+                 allow_data_change: bool = False) -> None:
   """Raises WorkdirError when the workdir holds a run whose config differs from
-  `config` in a field outside MAY_CHANGE, naming each such field (before
-  anything is written). A workdir holds a run once it has a checkpoint or
-  metrics; before that (a run stopped by bad data, or killed while starting)
-  its config.json may be replaced. Fields the stored config lacks (written by
-  an older version) are taken to be at their default and not compared."""
+  `config` in a field outside MAY_CHANGE, naming each such field, or whose
+  data files (`now`: identity.of_run) changed since, naming each (unless
+  `allow_data_change`: then logged), before anything is written. The run's
+  own record (its newest checkpoint's) is what counts; config.json is read
+  for runs written before records held it. A workdir holds a run once it has
+  a checkpoint or metrics; before that (a run stopped by bad data, or killed
+  while starting) its config.json may be replaced."""
   workdir = pathlib.Path(workdir)
-  path = workdir / 'config.json'
-  if not path.exists() or not holds_a_run(workdir):
+  if not holds_a_run(workdir):
     return
-  try:
-    stored = _flatten(json.loads(path.read_text()))
-  except json.JSONDecodeError as error:
-    raise WorkdirError(f'{path} is not readable JSON ({error}): move the workdir aside or '
-                       'pass --force_new') from None
-  now = _flatten(json.loads(config.to_json_best_effort()))
-  differ = [f'{key} ({stored[key]!r} → {now.get(key, "absent")!r})'
-            for key in sorted(stored) if key not in MAY_CHANGE and now.get(key) != stored[key]]
+  stored = stored_identity(workdir)
+  if stored is None:
+    stored = {'config': _stored_config(workdir)}
+  differ = identity.config_changes(stored, now)
   if differ:
     raise WorkdirError(f'{workdir} holds a run with a different config: {", ".join(differ)}; '
                        'resume with its config, or start afresh with --force_new (the old run '
                        'is moved aside) or another --workdir')
+  changed = identity.data_changes(stored, now)
+  if changed and not allow_data_change:
+    raise WorkdirError(f'{workdir} holds a run trained on other data: {"; ".join(changed)}; '
+                       'put the files back, pass --allow_data_change to go on training on '
+                       'these, or start afresh with --force_new')
+  for change in changed:
+    log.warning('resuming on changed data (--allow_data_change): %s', change)
+
+
+def _stored_config(workdir: pathlib.Path) -> dict:
+  """config.json's fields as the record keeps them (a run from before records held them)."""
+  path = workdir / 'config.json'
+  if not path.exists():
+    raise WorkdirError(f'{workdir} holds a run but neither its config.json nor its checkpoints '
+                       'say what config it ran with: put config.json back, or start afresh '
+                       'with --force_new')
+  try:
+    stored = json.loads(path.read_text())
+  except json.JSONDecodeError as error:
+    raise WorkdirError(f'{path} is not readable JSON ({error}): move the workdir aside or '
+                       'pass --force_new') from None
+  # Fields it lacks (written by an older version) are not compared: config_changes
+  # reads the stored fields only.
+  return identity.of_run(ml_collections.ConfigDict(stored), MAY_CHANGE)['config']
+
+
+def stored_identity(workdir: pathlib.Path) -> dict | None:
+  """The `identity` of the newest committed checkpoint's record (latest, else
+  best), read off disk; None when there is none or it has none."""
+  for folder in ('checkpoints', 'best'):
+    root = workdir / folder
+    steps = sorted((int(p.name) for p in root.iterdir() if p.name.isdigit()),
+                   reverse=True) if root.is_dir() else []
+    for step in steps:
+      try:  # Orbax's layout: STEP/record/metadata is the JsonSave'd record
+        return json.loads((root / str(step) / 'record' / 'metadata').read_text()).get('identity')
+      except (OSError, ValueError):
+        continue  # unreadable: restore falls back past it the same way
+  return None
 
 
 def holds_a_run(workdir: pathlib.Path) -> bool:
@@ -177,25 +227,63 @@ def holds_a_run(workdir: pathlib.Path) -> bool:
   return bool(saved) or (workdir / 'metrics.json').exists()
 
 
-def _flatten(tree: dict, prefix: str = '') -> dict:
-  out = {}
-  for key, value in tree.items():
-    if isinstance(value, dict):
-      out.update(_flatten(value, f'{prefix}{key}.'))
-    else:
-      out[f'{prefix}{key}'] = value
-  return out
+# What a run leaves (the module docstring): a folder holding any of these is a run's.
+RUN_FILES = ('LOCK', 'config.json', 'vocabulary.json', 'checkpoints', 'best', 'metrics.json',
+             'history.jsonl', 'tensorboard')
+
+
+def resolve(workdir) -> pathlib.Path:
+  """The --workdir a user gave, `~` expanded, as an absolute path; a
+  WorkdirError for an empty one (which would train into the current folder)."""
+  if workdir is None or not str(workdir).strip():
+    raise WorkdirError('--workdir is empty: name a folder for the run, e.g. '
+                       '--workdir=workdirs/run')
+  return pathlib.Path(os.path.abspath(os.path.expanduser(str(workdir))))
+
+
+def check_for_training(workdir: pathlib.Path) -> None:
+  """Raises WorkdirError when `workdir` is a file, or a non-empty folder that
+  holds no run (the user's own files: a run would write over them)."""
+  if workdir.exists() and not workdir.is_dir():
+    raise WorkdirError(f'--workdir={workdir} is a file, not a folder: name a new folder')
+  if not workdir.is_dir():
+    return
+  entries = sorted(p.name for p in workdir.iterdir())
+  ours = [n for n in entries if n in RUN_FILES]
+  config = workdir / 'config.json'
+  if ours == ['config.json'] and not _is_run_config(config):
+    raise WorkdirError(f'--workdir={workdir} holds a config.json that is not a training run\'s '
+                       '(no train/model/data sections): name a new or empty folder')
+  if entries and not ours:
+    shown = ', '.join(entries[:5]) + (', ...' if len(entries) > 5 else '')
+    raise WorkdirError(f'--workdir={workdir} is not empty and holds no run ({shown}): name a '
+                       'new or empty folder, so that nothing of yours is written over')
+
+
+def _is_run_config(path: pathlib.Path) -> bool:
+  try:
+    stored = json.loads(path.read_text())
+  except (OSError, ValueError):
+    return False
+  return isinstance(stored, dict) and {'train', 'model', 'data'} <= set(stored)
 
 
 def set_aside(workdir) -> pathlib.Path | None:
   """Moves a workdir's previous run to WORKDIR.old-TIMESTAMP (nothing is lost;
-  refused while a run holds it); returns where it went, None if there was none."""
+  refused while a run holds it); returns where it went, None if there was none.
+  A symlinked workdir: its target is moved, and made again empty, so the new
+  run lands where the link points."""
   workdir = pathlib.Path(workdir)
+  link = workdir.is_symlink()
+  workdir = workdir.resolve() if link else workdir
   if not workdir.exists() or not any(workdir.iterdir()):
     return None
+  check_for_training(workdir)  # (a folder of the user's own is not moved either)
   with Lock(workdir):
     aside = workdir.with_name(f'{workdir.name}.old-{time.strftime("%Y%m%d-%H%M%S")}')
     workdir.rename(aside)
   (aside / 'LOCK').unlink(missing_ok=True)
+  if link:
+    workdir.mkdir()
   log.info('moved the previous run in %s to %s', workdir, aside)
   return aside

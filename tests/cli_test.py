@@ -1,0 +1,150 @@
+"""Every entry point answers a user's error in one line and a non-zero exit
+(issue 38): a bad flag, a missing file and a wrong workdir for each launch
+script; config files that fail to load; Ctrl-C while training."""
+import concurrent.futures
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow  # launch scripts in subprocesses
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.name for p in (ROOT / 'launch').glob('*.py'))
+
+
+def _cli(*args, timeout=120, cwd=ROOT):
+  env = dict(os.environ, XLA_FLAGS='')
+  return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
+                        text=True, timeout=timeout)
+
+
+def _wrong_place(script: str, a_file: pathlib.Path) -> list[str]:
+  """Arguments that point the script's workdir (or output) at an existing file."""
+  if script == 'make_shards.py':
+    return ['--config=configs/wsabie_webscale.py:small',
+            f'--config.data.shards_dir={a_file}/shards']
+  if script == 'featurize.py':
+    return [f'--images={a_file.parent}', f'--tags={a_file}', f'--out={a_file}/out']
+  if script == 'benchmark.py':
+    return ['--suite=checkpoints', '--small', f'--out={a_file}/out.json']
+  if script == 'openclipart_tags.py':
+    return [f'--svg_dir={a_file.parent}', f'--png_dir={a_file.parent}', f'--out={a_file}/tags.tsv']
+  if script == 'local_cluster.py':
+    return [f'--script={a_file}/train.py', '--', '--workdir=x']
+  extra = {'annotate.py': ['--input=x.txt'], 'reproduce.py': ['--table=000-4', '--small'],
+           'train.py': ['--config=configs/wsabie_synthetic.py:small'],
+           'compare_samplers.py': ['--small'], 'compare_parts.py': ['--small'],
+           'compare_skipgram.py': ['--small'], 'baselines.py': ['--small']}
+  return [f'--workdir={a_file}'] + extra.get(script, [])
+
+
+def test_every_launch_script_answers_bad_input_in_one_line(tmp_path):
+  """Was: absl's two-line flag error, 19–70-line tracebacks for a missing file
+  or a workdir that is a file, an AttributeError from make_shards."""
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('not a folder\n')
+  cases = []
+  for script in SCRIPTS:
+    cases.append((script, 'bad flag', ['--no_such_flag=1']))
+    cases.append((script, 'missing file', [f'--flagfile={tmp_path}/no/such/flags.txt']))
+    cases.append((script, 'wrong workdir', _wrong_place(script, a_file)))
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    outs = list(pool.map(lambda c: _cli(f'launch/{c[0]}', *c[2]), cases))
+  bad = []
+  for (script, case, args), out in zip(cases, outs):
+    lines = out.stderr.strip().splitlines()
+    if out.returncode == 0 or len(lines) != 1 or not lines[0].startswith('error: ') \
+        or len(lines[0]) > 400:
+      bad.append(f'{script} ({case}, {args}): exit {out.returncode}, stderr '
+                 f'{out.stderr.strip()[-600:]!r}')
+  assert not bad, '\n'.join(bad)
+
+
+@pytest.mark.parametrize('body,arg,says', [
+    (None, ':libsvm,/no/such/dir', '/no/such/dir/train.txt: file not found'),
+    ('def get_config(:\n', '', 'syntax error'),
+    ('X = 1\n', '', "has no attribute 'get_config'"),
+    ('raise ValueError("boom")\n', '', 'boom'),
+])
+def test_config_files_that_fail_to_load_are_one_line(tmp_path, body, arg, says):
+  """Was: a DataError raised while the config loaded printed "FATAL Flags
+  parsing error: … DataError.__init__() missing 2 required positional
+  arguments" (the README's own command form, no overrides); a syntax error,
+  no get_config or a raising config file, 20–57-line tracebacks."""
+  path = 'configs/wsabie_mulan.py'
+  if body is not None:
+    path = tmp_path / 'my_config.py'
+    path.write_text(body)
+  out = _cli('launch/train.py', f'--config={path}{arg}', f'--workdir={tmp_path / "run"}')
+  lines = out.stderr.strip().splitlines()
+  assert out.returncode == 1 and len(lines) == 1 and lines[0].startswith('error: --config='), \
+      out.stderr[-2000:]
+  assert says in lines[0]
+  assert not (tmp_path / 'run').exists()
+
+
+def test_a_missing_config_file_is_one_line(tmp_path):
+  out = _cli('launch/train.py', '--config=configs/no_such.py', f'--workdir={tmp_path / "run"}')
+  assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+      "error: --config=configs/no_such.py: 'configs/no_such.py': expected a config file "
+      'configs/FILE.py[:ARG]']
+
+
+def _train_args(workdir):
+  return ['launch/train.py', '--config=configs/wsabie_synthetic.py:small', f'--workdir={workdir}',
+          '--config.train.max_steps=3000', '--config.train.max_seconds=0',
+          '--config.train.evals_per_budget=0', '--config.train.eval_every_steps=500',
+          '--config.train.checkpoint_every_steps=1000', '--config.train.patience=100',
+          '--nocompilation_cache']
+
+
+def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
+  """Was: a 50-line KeyboardInterrupt and up to a checkpoint interval of work
+  lost. SIGINT once the first validation is logged: exit 130 with one line
+  naming the step it saved; the same command again ends where a run never
+  interrupted ends (the same test metrics)."""
+  whole = _cli(*_train_args(tmp_path / 'whole'), timeout=300)
+  assert whole.returncode == 0, whole.stderr[-2000:]
+  env = dict(os.environ, XLA_FLAGS='')
+  proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'cut')], cwd=ROOT, env=env,
+                          stderr=subprocess.PIPE, text=True)
+  lines = []
+  deadline = time.monotonic() + 240
+  for line in proc.stderr:  # the first validation: training is under way
+    lines.append(line)
+    if re.search(r'step \d+: valid', line) or time.monotonic() > deadline:
+      break
+  proc.send_signal(signal.SIGINT)
+  rest = proc.stderr.read()
+  assert proc.wait(timeout=120) == 130, ''.join(lines) + rest
+  last = rest.strip().splitlines()[-1]
+  assert last.startswith('Ctrl-C (SIGINT) at step ') and 'rerun the same command' in last, rest
+  step = int(last.split('at step ')[1].split(';')[0])
+  assert step < 3000 and (tmp_path / 'cut/checkpoints' / str(step)).is_dir()
+  again = _cli(*_train_args(tmp_path / 'cut'), timeout=300)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert f'resumed from step {step}' in again.stderr
+  metrics = [json.loads((tmp_path / d / 'metrics.json').read_text()) for d in ('whole', 'cut')]
+  for key in ('p@1', 'map', 'steps', 'best_step'):
+    assert metrics[0][key] == metrics[1][key], key
+
+
+def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
+  """Was: a workdir it could not write computed the metrics, then crashed
+  writing eval_test.json without printing them."""
+  workdir = tmp_path / 'run'
+  out = _cli('launch/train.py', '--config=configs/wsabie_synthetic.py:small',
+             f'--workdir={workdir}', '--config.train.max_steps=200', timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  (workdir / 'eval_test.json').mkdir()  # unwritable, even for root
+  out = _cli('launch/evaluate.py', f'--workdir={workdir}')
+  assert out.returncode == 1 and out.stdout.startswith('test p@1 ')
+  assert out.stderr.strip().splitlines() == [
+      f'error: {workdir}/eval_test.json: Is a directory; a folder, not a file']

@@ -1,0 +1,440 @@
+"""A run that knows what it was trained on (issue 38): checksummed
+checkpoints, a workdir bound to its data and config, sizes checked before
+anything is written, interrupts that save, clean input. Each test names the
+defect of the old code it reproduces."""
+import json
+import os
+import pathlib
+import pickle
+import shutil
+
+import jax
+import ml_collections
+import numpy as np
+import pytest
+
+from tests.train_test import _tiny_config
+from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.data import DataError, dataset, libsvm, mulan
+from wsabie_jax.experiments import annotate, run, tables
+from wsabie_jax.methods import wsabie
+from wsabie_jax.training import checkpoints, identity, parallel, workdir as workdir_lib
+from wsabie_jax.training.workdir import WorkdirError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+# --- checksummed checkpoints -------------------------------------------------
+
+def _two_checkpoints(workdir):
+  """Steps 0 and 1 of a small WSABIE state; returns (state at 1, like)."""
+  state0 = wsabie.init_state(tables.load('wsabie_synthetic:small'), 50, 30)
+  state1 = state0._replace(step=state0.step + 1,
+                           params=jax.tree.map(lambda x: x + 0.5, state0.params))
+  ckpts = checkpoints.Checkpoints(workdir)
+  ckpts.save(ckpts.latest, state0, {'at': 0})
+  ckpts.save(ckpts.latest, state1, {'at': 1})
+  ckpts.close()
+  return state1, state0
+
+
+def _restore(workdir, like):
+  ckpts = checkpoints.Checkpoints(workdir)
+  try:
+    return ckpts.restore(ckpts.latest, like)
+  finally:
+    ckpts.close()
+
+
+def _same(a, b) -> bool:
+  return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+@pytest.mark.filterwarnings('ignore::pytest.PytestUnraisableExceptionWarning')  # Orbax's abandoned reads
+def test_a_flipped_byte_anywhere_in_the_arrays_is_never_used(tmp_path):
+  """Was: 4–64 overwritten bytes in an array file restored as a different,
+  finite model (MAP 0.2445 → 0.2438, exit 0). Every data file of the newest
+  checkpoint gets a byte flipped at 8 places in turn: each restore either
+  falls back to step 0 or returns step 1's exact values."""
+  saved, like = _two_checkpoints(tmp_path / 'clean')
+  files = [p for p in (tmp_path / 'clean/checkpoints/1/state').rglob('*')
+           if p.is_file() and p.parent.name == 'd']
+  assert files
+  fell_back = 0
+  for f in files:
+    size = f.stat().st_size
+    for offset in sorted({int(size * k / 8) for k in range(8)}):
+      shutil.rmtree(tmp_path / 'w', ignore_errors=True)
+      shutil.copytree(tmp_path / 'clean', tmp_path / 'w')
+      target = tmp_path / 'w' / f.relative_to(tmp_path / 'clean')
+      data = bytearray(target.read_bytes())
+      data[offset] ^= 0xFF
+      target.write_bytes(bytes(data))
+      state, record = _restore(tmp_path / 'w', like)
+      if int(state.step) == 1:
+        assert _same(state, saved) and record == {'at': 1}, (f.name, offset)
+      else:
+        fell_back += 1
+        assert _same(state, like) and record == {'at': 0}
+  # The largest file holds the tables: a flip inside it must be noticed.
+  assert fell_back >= 6
+
+
+def test_each_array_and_the_record_are_checked(tmp_path):
+  """A changed value in any one array, or in the record, fails verification
+  naming it (the digests cover every leaf, not only the tables)."""
+  saved, _ = _two_checkpoints(tmp_path)
+  record = json.loads((tmp_path / 'checkpoints/1/record/metadata').read_text())
+  assert checkpoints.verify(saved, record) == {'at': 1}
+  leaves, tree = jax.tree_util.tree_flatten_with_path(saved)
+  for i, (path, leaf) in enumerate(leaves):
+    changed = [np.asarray(x) for _, x in leaves]
+    flat = changed[i].reshape(-1).copy()
+    flat.view(np.uint8)[0] ^= 1
+    changed[i] = flat.reshape(changed[i].shape)
+    with pytest.raises(ValueError, match=rf'array state{jax.tree_util.keystr(path)}'):
+      checkpoints.verify(jax.tree_util.tree_unflatten(tree, changed), record)
+  with pytest.raises(ValueError, match='loop record'):
+    checkpoints.verify(saved, dict(record, at=2))
+
+
+def test_an_edited_record_falls_back(tmp_path):
+  _, like = _two_checkpoints(tmp_path)
+  path = tmp_path / 'checkpoints/1/record/metadata'
+  path.write_text(path.read_text().replace('"at": 1', '"at": 7'))
+  state, record = _restore(tmp_path, like)
+  assert int(state.step) == 0 and record == {'at': 0}
+
+
+def test_a_full_disk_while_saving_is_one_line(tmp_path, monkeypatch):
+  """Was 630 lines of Orbax tracebacks."""
+  state, _ = _two_checkpoints(tmp_path)
+  ckpts = checkpoints.Checkpoints(tmp_path)
+
+  def full(*args, **kwargs):
+    raise RuntimeError('tensorstore write failed') from OSError(28, 'No space left on device')
+
+  monkeypatch.setattr(ckpts.latest, 'save', full)
+  with pytest.raises(checkpoints.CheckpointError) as error:
+    ckpts.save(ckpts.latest, state._replace(step=state.step + 1), {})
+  assert str(error.value) == (f'cannot write checkpoint {tmp_path}/checkpoints/2: no space left on '
+                              'the device; make room and rerun the same command to resume from '
+                              'checkpoint 1')
+  monkeypatch.undo()
+  ckpts.close()
+
+
+# --- a run bound to its data and config --------------------------------------
+
+def _libsvm_set(folder: pathlib.Path, seed: int = 0, n_train: int = 300):
+  rng = np.random.default_rng(seed)
+  folder.mkdir(parents=True, exist_ok=True)
+  for name, n in (('train.txt', n_train), ('test.txt', 80)):
+    with open(folder / name, 'w') as f:
+      for _ in range(n):
+        labels = sorted(set(rng.integers(0, 12, size=rng.integers(1, 3)).tolist()))
+        feats = sorted(set(rng.integers(0, 40, size=6).tolist()))
+        f.write(','.join(map(str, labels)) + ' '
+                + ' '.join(f'{j}:{rng.random():.3f}' for j in feats) + '\n')
+  (folder / 'labels.txt').write_text(''.join(f'tag{i}\n' for i in range(12)))
+
+
+def _libsvm_config(data_dir: str, **train):
+  c = tables.load(f'wsabie_mulan:libsvm,{data_dir}')
+  c.model.dim = 8
+  c.train.update(**{**dict(max_steps=20, eval_every_steps=10, checkpoint_every_steps=10,
+                           max_seconds=0.0, evals_per_budget=0), **train})
+  return c
+
+
+@pytest.fixture(scope='module')
+def libsvm_run(tmp_path_factory):
+  """A run on libsvm files given by a path relative to the directory it was started in."""
+  base = tmp_path_factory.mktemp('identity')
+  _libsvm_set(base / 'data')
+  here = os.getcwd()
+  os.chdir(base)
+  try:
+    config = _libsvm_config('data')
+    result = run.train_and_evaluate(config, 'run')
+  finally:
+    os.chdir(here)
+  return base, result
+
+
+def _copy_run(libsvm_run, tmp_path) -> tuple[pathlib.Path, pathlib.Path]:
+  """A copy of the fixture's run and its data (its config points at the copy)."""
+  base, _ = libsvm_run
+  shutil.copytree(base / 'data', tmp_path / 'data')
+  shutil.copytree(base / 'run', tmp_path / 'run')
+  config = json.loads((tmp_path / 'run/config.json').read_text())
+  for key in ('train_path', 'test_path', 'labels_path'):
+    config['data'][key] = config['data'][key].replace(str(base), str(tmp_path))
+  (tmp_path / 'run/config.json').write_text(json.dumps(config))
+  return tmp_path / 'run', tmp_path / 'data'
+
+
+def test_relative_data_paths_are_kept_absolute(libsvm_run, tmp_path, monkeypatch):
+  """Was: config.json kept 'data/test.txt', and evaluate.py run from another
+  directory scored that directory's data/test.txt (MAP 0.266, not 0.303)."""
+  base, result = libsvm_run
+  config = json.loads((base / 'run/config.json').read_text())
+  assert config['data']['test_path'] == str(base / 'data/test.txt')
+  _libsvm_set(tmp_path / 'data', seed=1)  # another set where the old code would look
+  monkeypatch.chdir(tmp_path)
+  again = run.Restored(base / 'run').evaluate('test')
+  assert again['map'] == pytest.approx(result['map'], abs=1e-6)
+
+
+def test_evaluate_refuses_changed_data_unless_allowed(libsvm_run, tmp_path):
+  workdir, data = _copy_run(libsvm_run, tmp_path)
+  with open(data / 'test.txt', 'a') as f:
+    f.write('3 1:0.5\n')
+  with pytest.raises(WorkdirError, match=r'data.test_path .*test.txt has [\d,]+ bytes, the run '
+                     r'was trained on [\d,]+ .*; put the files back, or pass --allow_data_change'):
+    run.Restored(workdir)
+  assert run.Restored(workdir, allow_data_change=True).evaluate('test')['num_images'] == 81
+  # annotate reads neither file: it is not stopped by them
+  run.Restored(workdir, reads=('data.labels_path', 'data.featurized_dir'))
+
+
+def test_resume_refuses_changed_data_before_writing(libsvm_run, tmp_path):
+  """Was: resume after a feature was added to train.txt died in Orbax with
+  'Requested shape (47,128) … stored (41,128)' and 3 asyncio tracebacks; a
+  changed line of the same size trained on silently."""
+  workdir, data = _copy_run(libsvm_run, tmp_path)
+  text = (data / 'train.txt').read_text()
+  (data / 'train.txt').write_text(text.replace('0.', '1.', 1))  # same size, other contents
+  files = lambda: {p: p.stat().st_mtime_ns for p in workdir.rglob('*')
+                   if p.is_file() and p.name != 'LOCK'}
+  before = files()
+  config = _libsvm_config(str(data), max_steps=30)
+  with pytest.raises(WorkdirError, match=r'holds a run trained on other data: data.train_path '
+                     r'.*train.txt has other contents than the run was trained on \(same size'):
+    run.train_and_evaluate(config, workdir)
+  assert files() == before
+  stored = workdir_lib.stored_identity(workdir)
+  now = identity.of_run(identity.absolute_paths(config), workdir_lib.MAY_CHANGE)
+  workdir_lib.check_resume(workdir, config, now, allow_data_change=True)  # allowed: passes
+  assert identity.data_changes(stored, now) and not identity.config_changes(stored, now)
+
+
+def test_a_moved_data_set_with_the_same_contents_resumes(libsvm_run, tmp_path):
+  workdir, data = _copy_run(libsvm_run, tmp_path)
+  shutil.move(data, tmp_path / 'moved')
+  config = identity.absolute_paths(_libsvm_config(str(tmp_path / 'moved')))
+  workdir_lib.check_resume(workdir, config, identity.of_run(config, workdir_lib.MAY_CHANGE))
+
+
+def test_a_deleted_config_json_still_guards_the_run(libsvm_run, tmp_path):
+  """Was: with config.json deleted, a changed learning rate resumed the run
+  silently and config.json was rewritten to say it."""
+  workdir, data = _copy_run(libsvm_run, tmp_path)
+  (workdir / 'config.json').unlink()
+  config = _libsvm_config(str(data))
+  config.optim.learning_rate = 0.5
+  with pytest.raises(WorkdirError, match=r'different config: optim.learning_rate \([\d.]+ → 0.5\)'):
+    run.train_and_evaluate(config, workdir)
+  assert not (workdir / 'config.json').exists()
+
+
+def test_workdirs_that_are_not_runs_are_refused(tmp_path):
+  """Was: a folder holding the user's own config.json was written over;
+  --workdir= trained into the current directory; '~/run' made a folder '~'."""
+  mine = tmp_path / 'mine'
+  mine.mkdir()
+  (mine / 'config.json').write_text('{"mine": 1}')
+  (tmp_path / 'notes').mkdir()
+  (tmp_path / 'notes/todo.txt').write_text('x')
+  config = _tiny_config(max_steps=2)
+  with pytest.raises(WorkdirError, match='holds a config.json that is not a training run'):
+    run.train_and_evaluate(config, mine)
+  assert (mine / 'config.json').read_text() == '{"mine": 1}' and len(list(mine.iterdir())) == 1
+  with pytest.raises(WorkdirError, match=r'is not empty and holds no run \(todo.txt\)'):
+    run.train_and_evaluate(config, tmp_path / 'notes')
+  for empty in ('', '  ', None):
+    with pytest.raises(WorkdirError, match='--workdir is empty'):
+      run.train_and_evaluate(config, empty)
+  assert workdir_lib.resolve('~/run') == pathlib.Path.home() / 'run'
+
+
+def test_force_new_on_a_symlink_moves_its_target(tmp_path):
+  """Was: the link itself was renamed, and the new run landed beside it."""
+  target = tmp_path / 'disk/run'
+  target.mkdir(parents=True)
+  (target / 'metrics.json').write_text('{}')
+  link = tmp_path / 'run'
+  link.symlink_to(target)
+  aside = workdir_lib.set_aside(link)
+  assert aside.parent == target.parent and (aside / 'metrics.json').exists()
+  assert link.is_symlink() and link.resolve() == target and not any(target.iterdir())
+
+
+def test_a_failed_start_leaves_no_workdir(tmp_path):
+  """Was: a DataError or a size error raised after config.json was written."""
+  (tmp_path / 'data').mkdir()
+  _libsvm_set(tmp_path / 'data')
+  config = _libsvm_config(str(tmp_path / 'data'))
+  config.train.batch_size = 100_000_000  # was a numpy MemoryError
+  with pytest.raises(ConfigError, match=r'batch_size=100,000,000 is over 64× the [\d,]+ training'):
+    run.train_and_evaluate(config, tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()
+
+
+# --- sizes checked before anything is written --------------------------------
+
+def test_a_stray_huge_id_is_named_with_its_line(tmp_path):
+  """Was: label id 2,000,000,000 → MemoryError or a 3M-label model; feature
+  id 900,000,000 → 'Out of memory allocating 460800001024 bytes'."""
+  path = tmp_path / 'train.txt'
+  path.write_text('0,1 0:1 3:1\n2 1:1\n2000000000 2:1\n')
+  with pytest.raises(DataError, match=r'train.txt, line 3: label id 2,000,000,000 implies '
+                     r'2,000,000,001 labels but the file uses 4 distinct ids'):
+    libsvm.read_libsvm(path)
+  path.write_text('0 0:1\n1 900000000:1\n')
+  with pytest.raises(DataError, match=r'line 2: feature id 900,000,000 implies'):
+    libsvm.read_libsvm(path)
+  path.write_text('1 0:1\n0 0:1\n')  # sizes given: gaps are the user's to keep
+  assert libsvm.read_libsvm(path, num_labels=5_000_000).num_labels == 5_000_000
+
+
+def test_a_model_larger_than_the_device_is_refused(monkeypatch):
+  shapes = jax.eval_shape(lambda: {'W_YxD': np.zeros((1 << 20, 128), np.float32)})
+  monkeypatch.setattr(parallel, 'memory_bytes', lambda device: 512 << 20)
+  with pytest.raises(ConfigError, match=r"does not fit: 9 labels; its state needs 1.0 GiB "
+                     r"\(2× \['W_YxD'\] 1048576×128 \(0.5 GiB\), ...\), the cpu device 0.5 GiB"):
+    parallel.check_fits(shapes, jax.devices()[0], '9 labels')
+  monkeypatch.setattr(parallel, 'memory_bytes', lambda device: 2 << 30)
+  parallel.check_fits(shapes, jax.devices()[0], '9 labels')
+
+
+def test_an_empty_validation_split_is_refused(tmp_path):
+  """Was: a 1-line training file gave 0 validation examples and
+  valid_map -Infinity in metrics.json; evaluate --split=valid printed zeros."""
+  (tmp_path / 'data').mkdir()
+  _libsvm_set(tmp_path / 'data', n_train=300)
+  (tmp_path / 'data/train.txt').write_text('0,11 0:1 39:1\n')
+  with pytest.raises(DataError, match=r'the validation split is empty \(1 examples × '
+                     r'config.data.validation_fraction=0.1 < 1\)'):
+    run.train_and_evaluate(_libsvm_config(str(tmp_path / 'data')), tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()
+
+
+def test_a_negative_seed_is_a_config_error(tmp_path):
+  config = _tiny_config()
+  config.seed = -1
+  with pytest.raises(ConfigError, match='config.seed=-1 must be ≥ 0'):
+    run.train_and_evaluate(config, tmp_path / 'run')
+
+
+# --- input hygiene -----------------------------------------------------------
+
+def test_label_names_bom_blank_and_duplicates(tmp_path):
+  """Was: a BOM named the first label '\\ufefftag0'; a trailing blank line
+  added a label ''; duplicates were accepted."""
+  path = tmp_path / 'labels.txt'
+  path.write_bytes('\ufefftag0\ntag1\r\n\n\n'.encode('utf-8'))
+  assert dataset.read_label_names(path) == ['tag0', 'tag1']
+  path.write_text('tag0\n\ntag2\n')
+  with pytest.raises(DataError, match=r'labels.txt, line 2: blank label name'):
+    dataset.read_label_names(path)
+  path.write_text('tag0\ntag1\ntag0\n')
+  with pytest.raises(DataError, match=r"labels.txt, line 3: label name 'tag0' repeats line 1"):
+    dataset.read_label_names(path)
+
+
+def test_bom_in_data_files_is_accepted(tmp_path):
+  """Was: rejected as a bad token."""
+  path = tmp_path / 'train.txt'
+  path.write_bytes('\ufeff0,1 0:1 2:0.5\n1 1:1\n'.encode('utf-8'))
+  assert libsvm.read_libsvm(path).num_images == 2
+  arff = tmp_path / 'set.arff'
+  arff.write_bytes(('\ufeff@relation r\n@attribute f0 numeric\n@attribute a {0,1}\n'
+                    '@attribute b {0,1}\n@data\n{0 0.5,1 1}\n').encode('utf-8'))
+  xml = tmp_path / 'set.xml'
+  xml.write_text('<labels xmlns="http://mulan.sourceforge.net/labels"><label name="a"/>'
+                 '<label name="b"/></labels>')
+  assert mulan.read_arff(arff, xml).label_names == ['a', 'b']
+
+
+@pytest.mark.parametrize('line', ['0 ²:1', '²,1 0:1', '0 -١:1'])
+def test_non_ascii_digits_are_named_with_file_and_line(tmp_path, line):
+  """Was: "invalid literal for int()" with no file or line."""
+  path = tmp_path / 'train.txt'
+  path.write_text(f'0 1:1\n{line}\n', encoding='utf-8')
+  with pytest.raises(DataError, match=r'train.txt, line 2: '):
+    libsvm.read_libsvm(path)
+
+
+def test_16_bit_and_float_images_are_scaled_not_clipped(tmp_path):
+  """Was: Pillow's 8-bit conversion clipped a 16-bit PNG to nearly white and a
+  float TIFF in [0, 1] to black."""
+  from PIL import Image
+  from wsabie_jax.features import visual_terms
+  ramp = np.tile(np.linspace(0, 1, 64), (64, 1))
+  expected = visual_terms.load_image(_save(Image.fromarray((ramp * 255).astype(np.uint8)),
+                                           tmp_path / 'ref.png'), 32)
+  wide = Image.fromarray((ramp * 65535).astype(np.uint16))
+  floats = Image.fromarray(ramp.astype(np.float32), 'F')
+  for image, name in ((wide, 'wide.png'), (floats, 'float.tif')):
+    got = visual_terms.load_image(_save(image, tmp_path / name), 32)
+    assert np.abs(got - expected).max() < 2 / 255, name
+
+
+def _save(image, path):
+  image.save(path)
+  return path
+
+
+def test_a_truncated_image_is_dropped_not_fatal(tmp_path):
+  """Was: a truncated JPEG passed the header check and aborted featurising."""
+  from PIL import Image
+  from wsabie_jax.features import image_folder
+  rng = np.random.default_rng(0)
+  Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(tmp_path / 'a.jpg')
+  data = (tmp_path / 'a.jpg').read_bytes()
+  (tmp_path / 'cut.jpg').write_bytes(data[:len(data) // 2])
+  kept, dropped = image_folder.screen_images([('a.jpg', ['x']), ('cut.jpg', ['x'])], tmp_path,
+                                             10_000_000)
+  assert kept == [('a.jpg', ['x'])] and 'cannot read the image' in dropped['cut.jpg']
+
+
+# --- annotate checks its input against the run -------------------------------
+
+def _run_config(kind: str):
+  return ml_collections.ConfigDict({'data': {'kind': kind, 'labels_path': '', 'bias_feature': 0.0,
+                                             'feature_base': 0, 'normalize': 'l2'}})
+
+
+def test_annotate_refuses_another_format_or_set(tmp_path):
+  """Was: a libsvm file against a Corel5k run printed confident predictions
+  with its true labels mapped to the wrong names (exit 0)."""
+  text = tmp_path / 'x.txt'
+  text.write_text('0,1 0:1 2:0.5\n')
+  vocab = {'num_features': 3, 'label_names': ['a', 'b']}
+  with pytest.raises(DataError, match=r'x.txt: the run was trained on mulan data: --input must '
+                     r'be a Mulan .arff'):
+    annotate.read_input(str(text), _run_config('mulan'), vocab)
+  with pytest.raises(DataError, match=r'the run was trained on libsvm data'):
+    annotate.read_input(str(_touch(tmp_path / 'y.arff')), _run_config('libsvm'), vocab)
+  text.write_text('0,5 0:1\n')  # a label the run does not have
+  with pytest.raises(DataError, match='label id 5 has no name'):
+    annotate.read_input(str(text), _run_config('libsvm'), vocab)
+  text.write_text('0 7:1\n')  # a feature past the run's
+  with pytest.raises(DataError, match=r'line 1: feature id 7 out of range for 3 features'):
+    annotate.read_input(str(text), _run_config('libsvm'), vocab)
+  with pytest.raises(DataError, match='no such file'):
+    annotate.read_input(str(tmp_path / 'none.txt'), _run_config('libsvm'), vocab)
+
+
+def _touch(path):
+  path.write_text('')
+  return path
+
+
+def test_data_error_survives_a_copy():
+  """Was: 'DataError.__init__() missing 2 required positional arguments' in
+  place of the file, line and reason (absl copies errors raised in parsing)."""
+  error = DataError('train.txt', 3, 'NaN')
+  again = pickle.loads(pickle.dumps(error))
+  assert str(again) == 'train.txt, line 3: NaN' and again.line == 3
