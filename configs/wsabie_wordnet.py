@@ -14,11 +14,13 @@ import os
 import ml_collections
 
 from wsabie_jax import config as config_lib
+from wsabie_jax.config import parse_arg
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  c = config_lib.load(os.path.join(_HERE, 'wsabie_synthetic.py') + (f':{arg}' if arg else ''))
-  c.data.synthetic.update(vocabulary='wordnet', num_labels=300 if arg == 'small' else 1000)
+  small = parse_arg(arg, flags=('small',), where='wsabie_wordnet.py')['small']
+  c = config_lib.load(os.path.join(_HERE, 'wsabie_synthetic.py') + (':small' if small else ''))
+  c.data.synthetic.update(vocabulary='wordnet', num_labels=300 if small else 1000)
   return c

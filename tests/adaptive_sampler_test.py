@@ -218,3 +218,24 @@ def test_factor_law_is_eq_8_with_sigma():
   assert stats.chisquare(observed, p_f * n).pvalue > 1e-3
   no_sigma = np.abs(image[0]) / np.abs(image[0]).sum()
   assert stats.chisquare(observed, no_sigma * n).pvalue < 1e-100
+
+
+def test_default_refresh_interval_is_y_ln_y_iterations():
+  """Paper 003 Alg. 1 l. 4: re-sort every |Y|·ln|Y| iterations (one pair an
+  iteration), when refresh_every_pairs is left at 0. Y = 60, B = 16:
+  60·ln 60 = 245.7 pairs → every 15 steps; the step refreshes at step 15."""
+  import math
+  assert vse.refresh_interval_steps(60, 16) == round(60 * math.log(60) / 16) == 15
+  assert vse.refresh_interval_steps(100_000, 1024) == round(100_000 * math.log(100_000) / 1024)
+  assert vse.refresh_interval_steps(60, 16, every_pairs=48) == 3
+  spec = synthetic.SyntheticSpec(num_labels=60, num_features=300, nnz=10)
+  stream = batching.PairStream(synthetic.generate(spec, 200), 16, 0)
+  cfg = _adaptive_cfg(learning_rate=0.5)
+  assert cfg.loss.refresh_every_pairs == 0  # the default
+  state = step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
+  step = step_lib.make_train_step(cfg)
+  refreshed = []
+  for s in range(17):
+    state, _ = step(state, jax.device_put(stream.batch(s)))
+    refreshed.append(int(state.sampler.refreshed_at))
+  assert refreshed == [0] * 15 + [15, 15]

@@ -148,3 +148,11 @@ def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
   assert out.returncode == 1 and out.stdout.startswith('test p@1 ')
   assert out.stderr.strip().splitlines() == [
       f'error: {workdir}/eval_test.json: Is a directory; a folder, not a file']
+
+
+def test_make_shards_of_a_config_without_shards_is_one_line():
+  """Was an AttributeError traceback."""
+  out = _cli('launch/make_shards.py', '--config=configs/wsabie_synthetic.py:small')
+  assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+      "error: config.data.kind='synthetic': make_shards writes the shards of a config with "
+      "data.kind='shards' (configs/wsabie_webscale.py)"]

@@ -438,3 +438,63 @@ def test_data_error_survives_a_copy():
   error = DataError('train.txt', 3, 'NaN')
   again = pickle.loads(pickle.dumps(error))
   assert str(again) == 'train.txt, line 3: NaN' and again.line == 3
+
+
+def test_a_training_file_is_parsed_once(tmp_path, monkeypatch, capsys):
+  """Was: a 200 MB train.txt parsed three times (config, flags, run: 106 s
+  each) with no output for over 6 minutes."""
+  from wsabie_jax import data as data_lib
+  _libsvm_set(tmp_path)
+  calls = []
+  real = libsvm.read_libsvm
+  monkeypatch.setattr(libsvm, 'read_libsvm', lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+  monkeypatch.setattr(libsvm._Progress, 'SHOW_ABOVE_BYTES', 1)
+  config = _libsvm_config(str(tmp_path))  # reads train.txt for its sizes
+  data_lib.load_splits(config.data)       # as the run does
+  assert calls == [str(tmp_path / 'train.txt'), str(tmp_path / 'test.txt')]
+  shown = capsys.readouterr().err.splitlines()
+  assert shown[-1].startswith(f'reading {tmp_path / "test.txt"}: 100% (') and len(shown) == 20
+
+
+def test_evaluate_on_what_is_not_a_finished_run_is_one_line(libsvm_run, tmp_path):
+  """Was ~19-line tracebacks: no checkpoint, no vocabulary.json, no folder."""
+  workdir, _ = _copy_run(libsvm_run, tmp_path)
+  shutil.rmtree(workdir / 'best')
+  shutil.rmtree(workdir / 'checkpoints')
+  with pytest.raises(WorkdirError, match=r'no checkpoint in .*/best or .*/checkpoints'):
+    run.Restored(workdir)
+  (workdir / 'vocabulary.json').unlink()
+  with pytest.raises(WorkdirError, match=r'vocabulary.json not found: .* is not a training workdir'):
+    run.Restored(workdir)
+  with pytest.raises(WorkdirError, match=r'--workdir=.*/nowhere: no such folder'):
+    run.Restored(tmp_path / 'nowhere')
+
+
+def test_a_truncated_or_missing_shard_is_named(tmp_path):
+  """Was 60–70 lines of numpy/zipfile traceback, the shard unnamed."""
+  from wsabie_jax.data import shards, synthetic
+  spec = synthetic.SyntheticSpec(num_labels=20, num_features=50, nnz=5)
+  meta = shards.write_synthetic(spec, tmp_path, 40, 20, 'train', workers=1)
+  shard_set = shards.ShardSet(tmp_path, lambda ds: ds)
+  first = tmp_path / meta['shards'][0]['file']
+  first.write_bytes(first.read_bytes()[:100])
+  with pytest.raises(DataError, match=rf'{first}: shard unreadable \(.*\): write the shards'):
+    shard_set.load(0)
+  (tmp_path / meta['shards'][1]['file']).unlink()
+  with pytest.raises(DataError, match=r'shard missing: write the shards again'):
+    shard_set.load(1)
+
+
+@pytest.mark.parametrize('error,line', [
+    (OSError(30, 'Read-only file system', '/w/LOCK'), '/w/LOCK: Read-only file system; the file '
+     'system is read-only'),
+    (OSError(28, 'No space left on device', '/w/metrics.json'), '/w/metrics.json: No space left '
+     'on device; free some space (a training run resumes from its last checkpoint)'),
+    (PermissionError(13, 'Permission denied', '/w'), '/w: Permission denied; check its permissions'),
+    (OSError(5, 'Input/output error'), None),  # not the user's: a traceback
+    (KeyError('x'), None),
+])
+def test_file_system_errors_are_one_line(error, line):
+  """Was: OSError tracebacks for a read-only workdir or a full disk."""
+  from wsabie_jax.experiments import cli
+  assert cli.error_line(error) == line

@@ -23,6 +23,7 @@ def _problem(seed=0):
     pos[b, :n] = np.sort(rng.choice(Y, n, replace=False))
   pos[0, :2] = [5, 11]  # positives tied with each other
   parents = rng.integers(-1, 6, (Y, 2)).astype(np.int32)
+  parents[[5, 11, 17]] = -1  # labels with no is-a parent: a sibling of themselves only
   return W, image, pos, parents
 
 
@@ -68,6 +69,26 @@ def test_rank_and_top_k_and_per_image_metrics_match_brute_force(chunk):
   got = metrics.per_image_metrics(np.asarray(ranks), np.asarray(top), Y, ks, parents, pos)
   for name, values in want.items():
     np.testing.assert_allclose(got[name], values, rtol=1e-6, err_msg=name)
+  # The fixture reaches the cases it is for: tied scores, parentless labels in
+  # the top k beside other positives, and parentless positives.
+  scores = image @ W.T
+  assert any(len(set(row)) < Y for row in scores)
+  parentless = np.flatnonzero((parents < 0).all(1))
+  assert np.isin(tops[:, :5], parentless).any() and np.isin(pos, parentless).any()
+
+
+def test_sibling_relation_of_parentless_labels():
+  """S_ab (paper 000 §4): a label with no is-a parent is a sibling of itself
+  only; −1 pads are not a shared parent."""
+  parents = np.array([[-1, -1], [-1, -1], [7, -1], [-1, 7], [8, 7]], np.int32)
+  a = np.array([0, 0, 1, 2, 2, 3, 0])
+  b = np.array([0, 1, 0, 3, 4, 4, 2])
+  np.testing.assert_array_equal(metrics.is_sibling(a, b, parents),
+                                [True, False, False, True, True, True, False])
+  S = metrics.sibling_matrix(parents).toarray()
+  np.testing.assert_array_equal(S[a, b], metrics.is_sibling(a, b, parents))
+  got = metrics.sibling_precision(np.array([[1, 2]]), np.array([[0, -1]]), parents, (1, 2))
+  assert got['psib@1'][0] == 0 and got['psib@2'][0] == 0
 
 
 def test_class_counts_precision_recall_f1():

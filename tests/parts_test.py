@@ -10,11 +10,16 @@ from wsabie_jax.parts import step as parts
 from wsabie_jax.parts import evaluation as parts_eval
 
 
-def test_pair_ranks_match_brute_force_over_k_squared():
+@pytest.mark.parametrize('integers', [False, True])
+def test_pair_ranks_match_brute_force_over_k_squared(integers):
+  """Strictly above the true pair counts (§4.3.2's rank): with integer-valued
+  scores many pairs tie with it and must not."""
   rng = np.random.default_rng(0)
   B, K, D = 6, 11, 4
-  a, b = rng.normal(size=(B, K)), rng.normal(size=(B, K))
-  W = rng.normal(size=(K, D))
+  draw = (lambda *shape: rng.integers(-2, 3, shape).astype(float)) if integers else \
+      (lambda *shape: rng.normal(size=shape))
+  a, b = draw(B, K), draw(B, K)
+  W = draw(K, D)
   lo, lp = rng.integers(0, K, B), rng.integers(0, K, B)
   R = np.zeros((K, K))
   R[lo[:3], lp[:3]] = 100.0  # the offset variant: some true pairs are known relations
@@ -25,6 +30,9 @@ def test_pair_ranks_match_brute_force_over_k_squared():
     want = [sum(f(q, i, j) > f(q, lo[q], lp[q]) for i, j in itertools.product(range(K), repeat=2))
             for q in range(B)]
     np.testing.assert_array_equal(got, want)
+    if integers:  # the fixture has ties with the true pair
+      assert any(sum(f(q, i, j) == f(q, lo[q], lp[q]) for i, j in
+                     itertools.product(range(K), repeat=2)) > 1 for q in range(B))
     ro, rp = parts_eval.triplet_ranks(*map(jnp.asarray, (a, b, W, lo, lp)), beta,
                                       jnp.asarray(offset, jnp.float32))
     np.testing.assert_array_equal(ro, [sum(f(q, i, lp[q]) > f(q, lo[q], lp[q]) for i in range(K))

@@ -33,7 +33,8 @@ def _reference_update(cfg, state, batch):
   V, W = (np.asarray(x, np.float64) for x in state.params)
   key = jax.random.fold_in(state.key, state.step)
   neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
-                                              jnp.asarray(batch['num_pos_B']), Y, cfg.loss.num_draws))
+                                              jnp.asarray(batch['num_pos_B']), Y, cfg.draws_per_pair))
+  counts, firsts = [], []  # each pair's violators and its first (−1: none), for the test to check
   gV, gW = np.zeros_like(V), np.zeros_like(W)
   sqV, sqW = np.zeros(d), np.zeros(Y)  # Adagrad: Σ over occurrences of mean(g²)
   acc_V, acc_W = np.asarray(state.acc_V_d, np.float64), np.asarray(state.acc_W_Y, np.float64)
@@ -57,16 +58,23 @@ def _reference_update(cfg, state, batch):
       return 2 * (x - W[i]), 2 * (W[i] - x)
 
     num_neg = Y - batch['num_pos_B'][b]
-    budget = neg[b][:min(cfg.loss.num_draws, num_neg)]
+    budget = neg[b][:min(cfg.draws_per_pair, num_neg)]
     violators = [j for j, ybar in enumerate(budget) if f(ybar) > f(y) - 1]  # Alg. 1 line 11
-    if not violators:
+    counts.append(len(violators))
+    firsts.append(violators[0] if violators else -1)
+    if cfg.loss.kind == 'auc':  # paper 000 Table 5: the first draw's plain hinge, weight 1
+      if 0 not in violators:
+        continue
+      weight, chosen = 1.0, [0]
+    elif not violators:
       continue
-    if cfg.loss.rank_estimate == 'violator_count':
-      rank = int(np.floor(num_neg * len(violators) / len(budget)))
     else:
-      rank = num_neg // (violators[0] + 1)  # ⌊(Y−1)/N⌋
-    weight = np.sum(1.0 / np.arange(1, rank + 1))  # L(rank), α_j = 1/j
-    chosen = violators if cfg.loss.violators == 'all' else violators[:1]
+      if cfg.loss.rank_estimate == 'violator_count':
+        rank = int(np.floor(num_neg * len(violators) / len(budget)))
+      else:
+        rank = num_neg // (violators[0] + 1)  # ⌊(Y−1)/N⌋
+      weight = np.sum(1.0 / np.arange(1, rank + 1))  # L(rank), α_j = 1/j
+      chosen = violators if cfg.loss.violators == 'all' else violators[:1]
     # Adagrad squares are per occurrence: each drawn violator's row, and the
     # pair's positive row and feature rows with the pair's summed gradient.
     gx, gw_y = np.zeros(D), np.zeros(D)
@@ -97,36 +105,64 @@ def _reference_update(cfg, state, batch):
         table[r] -= cfg.optim.learning_rate * grad[r] / (np.sqrt(acc[r]) + 1e-10)
       table[r] *= min(1.0, cfg.model.max_norm / np.linalg.norm(table[r]))
     new.append(table)
-  return new
+  return new, counts, firsts
 
 
-@pytest.mark.parametrize('score,optimizer,violators,estimate,tables', [
-    ('dot', 'sgd', 'first', 'first_violator', 'rows'),
-    ('dot', 'sgd', 'first', 'first_violator', 'whole'),
-    ('neg_sq_euclidean', 'sgd', 'first', 'first_violator', 'rows'),
-    ('neg_euclidean', 'sgd', 'first', 'first_violator', 'rows'),
-    ('neg_euclidean', 'adagrad', 'all', 'violator_count', 'rows'),
-    ('dot', 'adagrad', 'first', 'first_violator', 'rows'),
-    ('dot', 'adagrad', 'first', 'first_violator', 'whole'),
-    ('dot', 'sgd', 'all', 'violator_count', 'whole'),
-    ('dot', 'adagrad', 'all', 'first_violator', 'rows'),
-    ('dot', 'adagrad', 'all', 'first_violator', 'whole')])
-def test_step_matches_slow_reference(score, optimizer, violators, estimate, tables):
-  """Both ways of reading the tables (gathered rows; whole, wsabie/tables.py)."""
-  cfg = helpers.step_config(Y, dim=D, num_draws=K, score=score, optimizer=optimizer,
-                            learning_rate=0.3, max_norm=0.8, violators=violators,
+@pytest.mark.parametrize('score,optimizer,violators,estimate,tables,seed,num_draws', [
+    ('dot', 'sgd', 'first', 'first_violator', 'rows', 3, K),
+    ('dot', 'sgd', 'first', 'first_violator', 'whole', 3, K),
+    ('neg_sq_euclidean', 'sgd', 'first', 'first_violator', 'rows', 3, K),
+    ('neg_euclidean', 'sgd', 'first', 'first_violator', 'rows', 2, K),
+    ('neg_euclidean', 'adagrad', 'all', 'violator_count', 'rows', 2, K),
+    ('dot', 'adagrad', 'first', 'first_violator', 'rows', 3, K),
+    ('dot', 'adagrad', 'first', 'first_violator', 'whole', 3, K),
+    ('dot', 'sgd', 'all', 'violator_count', 'whole', 3, K),
+    ('dot', 'adagrad', 'all', 'first_violator', 'rows', 3, K),
+    ('dot', 'adagrad', 'all', 'first_violator', 'whole', 3, K),
+    # A budget over the negatives (K = 12 > Y − |P|): draws past them never count.
+    ('dot', 'sgd', 'first', 'first_violator', 'rows', 1, 12),
+    ('dot', 'adagrad', 'all', 'violator_count', 'rows', 1, 12),
+    ('dot', 'sgd', 'all', 'first_violator', 'whole', 1, 12)])
+def test_step_matches_slow_reference(score, optimizer, violators, estimate, tables, seed,
+                                     num_draws):
+  """Both ways of reading the tables (gathered rows; whole, wsabie/tables.py),
+  on pairs whose violator counts span 0 … K and whose first violator is not
+  always the first draw (asserted: a fixture change cannot lose them)."""
+  cfg = helpers.step_config(Y, dim=D, num_draws=num_draws, score=score, optimizer=optimizer,
+                            learning_rate=0.3, max_norm=3.0, violators=violators,
                             rank_estimate=estimate, tables=tables)
   state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg)
-  # Larger initial rows (still in the ball, as training keeps them) so that
-  # some pairs find a violator and some do not.
-  state = state._replace(params=model.Params(*(model.project_rows(p * 4, 0.8) for p in state.params)))
-  batch = _tiny_batch()
-  want_V, want_W = _reference_update(cfg, state, batch)
+  # Rows scaled to the ball's edge (as training leaves many): scores far enough
+  # apart that some draws clear the margin and some do not.
+  state = state._replace(params=model.Params(*(model.project_rows(p * 20, 3.0) for p in state.params)))
+  batch = _tiny_batch(seed)
+  (want_V, want_W), counts, firsts = _reference_update(cfg, state, batch)
+  most = min(num_draws, Y - int(batch['num_pos_B'].min()))  # violators a pair can have
+  assert 0 in counts and most in counts and any(0 < c < most for c in counts), counts
+  assert max(firsts) > 0, firsts
+  if num_draws > Y - 1:
+    assert num_draws > Y - int(batch['num_pos_B'].max())  # every pair's budget is cut
   new_state, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
   np.testing.assert_allclose(new_state.params.V_dxD, want_V, atol=1e-5)
   np.testing.assert_allclose(new_state.params.W_YxD, want_W, atol=1e-5)
-  assert 0 < int(stats['violator_found']) <= B
+  assert int(stats['violator_found']) == sum(c > 0 for c in counts)
   assert int(new_state.step) == 1
+
+
+@pytest.mark.parametrize('optimizer,tables', [('sgd', 'rows'), ('adagrad', 'whole')])
+def test_auc_step_matches_slow_reference(optimizer, tables):
+  """The AUC loss (one uniform draw, its plain hinge, weight 1): exact against
+  the reference, on pairs whose draw violates and pairs whose does not."""
+  cfg = helpers.step_config(Y, loss='auc', dim=D, num_draws=K, optimizer=optimizer,
+                            learning_rate=0.3, max_norm=3.0, tables=tables)
+  state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg)
+  state = state._replace(params=model.Params(*(model.project_rows(p * 20, 3.0) for p in state.params)))
+  batch = _tiny_batch(3)
+  (want_V, want_W), counts, firsts = _reference_update(cfg, state, batch)
+  assert 0 in counts and 1 in counts  # a draw that counts, and pairs whose does not
+  new_state, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
+  np.testing.assert_allclose(new_state.params.V_dxD, want_V, atol=1e-5)
+  np.testing.assert_allclose(new_state.params.W_YxD, want_W, atol=1e-5)
 
 
 def test_projection_keeps_touched_rows_in_ball_and_leaves_others():
@@ -227,6 +263,7 @@ def test_logistic_auc_with_l2_matches_slow_reference():
   key = jax.random.fold_in(state.key, state.step)
   neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
                                               jnp.asarray(batch['num_pos_B']), Y, 1))[:, 0]
+  counts, firsts = [], []  # each pair's violators and its first (−1: none), for the test to check
   gV, gW = np.zeros_like(V), np.zeros_like(W)
   for b in range(B):
     idx, val, y = batch['feat_idx_BxF'][b], batch['feat_val_BxF'][b], batch['label_B'][b]

@@ -18,10 +18,15 @@ import ml_collections
 
 T = TypeVar('T')
 
+# A float field that may also be +inf (written `float('inf')` in a config
+# file, `inf` on the command line): `Annotated[float, UNBOUNDED]`. Other
+# floats must be finite (a NaN or inf there is a typo that trains garbage).
+UNBOUNDED = 'inf allowed: no bound'
+
 
 def _section_types(cls) -> dict[str, type]:
   """The fields of `cls` that are themselves dataclasses (its sections)."""
-  hints = typing.get_type_hints(cls)
+  hints = typing.get_type_hints(cls)  # (Annotated stripped)
   return {f.name: hints[f.name] for f in dataclasses.fields(cls)
           if dataclasses.is_dataclass(hints[f.name])}
 
@@ -54,7 +59,7 @@ def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: s
   unknown = sorted(set(values) - names)
   if unknown:
     raise ValueError(f'{where}: unknown field(s) {unknown}; valid: {sorted(names - set(given))}')
-  hints = typing.get_type_hints(cls)
+  hints = typing.get_type_hints(cls, include_extras=True)
   kwargs = {}
   for name, value in values.items():
     if name in sections:
@@ -75,7 +80,14 @@ def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: s
 
 def check_type(name: str, value: Any, hint) -> Any:
   """`value` when it is a `hint` (int, float, bool, str, tuple[int, ...]); ints
-  pass as floats, and floats must be finite. Else a ValueError naming the field."""
+  pass as floats, and floats must be finite unless the hint is
+  Annotated[float, UNBOUNDED] (+inf allowed). Else a ValueError naming the field."""
+  if typing.get_origin(hint) is typing.Annotated:
+    hint, *marks = typing.get_args(hint)
+    if UNBOUNDED in marks and isinstance(value, float) and value == math.inf:
+      return value
+    if UNBOUNDED in marks and not _is(value, hint):
+      raise ValueError(f'{name}={value!r}: expected float (finite, or inf for no bound)')
   if not _is(value, hint):
     kind = typing.get_origin(hint) or hint
     want = str(hint) if kind is tuple else getattr(kind, '__name__', str(hint))

@@ -20,10 +20,29 @@ def synthetic_spec(cfg) -> synthetic.SyntheticSpec:
   return synthetic.SyntheticSpec(**dict(cfg.synthetic))
 
 
+# The last training file read, by its path, size, time and reading settings: a
+# config that fits B, Q and K to the data (configs/wsabie_mulan.py) reads it
+# while the flags are parsed, and the run reads it again (200 MB once took 106 s).
+_LAST_READ: dict = {}
+
+
 def read_split(cfg, path, like: SparseDataset | None = None, skip_empty: bool = True) -> SparseDataset:
-  """Reads one file of a file-backed data config (test files take sizes from train)."""
+  """Reads one file of a file-backed data config (test files take sizes from
+  train); a training file read just before, unchanged, is not parsed again."""
   if not os.path.exists(path):
     raise DataError(path, None, 'file not found (set config.data paths)')
+  if like is None:
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, cfg.kind,
+           cfg.get('labels_path'), cfg.get('feature_base', 0), skip_empty)
+    if key not in _LAST_READ:
+      _LAST_READ.clear()
+      _LAST_READ[key] = _read(cfg, path, None, skip_empty)
+    return _LAST_READ[key]
+  return _read(cfg, path, like, skip_empty)
+
+
+def _read(cfg, path, like: SparseDataset | None, skip_empty: bool) -> SparseDataset:
   if cfg.kind == 'mulan':
     return mulan.read_arff(path, cfg.labels_path, skip_empty=skip_empty)
   if cfg.kind == 'libsvm':

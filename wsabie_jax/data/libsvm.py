@@ -7,6 +7,10 @@ or the largest ids seen.
 """
 from __future__ import annotations
 
+import os
+import sys
+import time
+
 import numpy as np
 
 from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, is_int, parse_number
@@ -20,8 +24,10 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
   skipped = 0
   sizes_given = num_features, num_labels or label_names
   header = None
+  progress = _Progress(path)
   with open(path, encoding='utf-8-sig') as f:  # (a BOM is dropped)
     for line_no, raw in enumerate(f, 1):
+      progress.line(len(raw))
       line = raw.rstrip('\n')
       if not line.strip() or line.lstrip().startswith('#'):
         continue
@@ -75,6 +81,26 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
   elif max_label >= len(label_names):
     raise DataError(path, None, f'label id {max_label} has no name ({len(label_names)} names given)')
   return from_lists(features, labels, num_features, label_names, skipped_empty=skipped)
+
+
+class _Progress:
+  """A line on stderr every tenth of a file over SHOW_ABOVE_BYTES: reading one
+  takes minutes, which looked like a hang."""
+  SHOW_ABOVE_BYTES = 64 << 20
+
+  def __init__(self, path):
+    self.path, self.size = path, os.path.getsize(path)
+    self.read, self.shown, self.start = 0, 0, time.perf_counter()
+
+  def line(self, chars: int):
+    if self.size < self.SHOW_ABOVE_BYTES:
+      return
+    self.read += chars  # (characters: close enough to bytes for a progress line)
+    tenth = min(10, 10 * self.read // self.size)
+    if tenth > self.shown:
+      self.shown = tenth
+      print(f'reading {self.path}: {10 * tenth}% ({self.read / 2**20:,.0f} MiB, '
+            f'{time.perf_counter() - self.start:.0f} s)', file=sys.stderr, flush=True)
 
 
 # Ids may leave gaps (labels unused in this file), but sizes implied by the

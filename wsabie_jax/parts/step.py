@@ -117,12 +117,12 @@ def constraint_scores(alpha: float, image_D, T_true_D, T_cand_KxD, W_other_D, W_
   return pos, cand_K
 
 
-def quadruplet_loss(alpha: float, margin: float, found, image_D, T_true_D, T_viol_D, W_other_D,
+def quadruplet_loss(alpha: float, margin: float, weight, image_D, T_true_D, T_viol_D, W_other_D,
                     W_true_D, W_viol_D) -> jax.Array:
-  """§4.3.3 step 5 with α_1 = 1: the violator's hinge |margin − f_q(x) + f_q(x̃)|₊."""
+  """§4.3.3 step 5: E(⌊γ/N⌋)·|margin − f_q(x) + f_q(x̃)|₊, `weight` = E (0: no violator)."""
   pos, viol = constraint_scores(alpha, image_D, T_true_D, T_viol_D[None], W_other_D, W_true_D,
                                 W_viol_D[None])
-  return found * warp.hinge(pos, viol[0], margin)
+  return weight * warp.hinge(pos, viol[0], margin)
 
 
 def train_step(cfg: PartsConfig, state: PartsState, batch: dict):
@@ -161,11 +161,14 @@ def _train_step(cfg: PartsConfig, state: PartsState, batch: dict):
   pick = warp.find_violators(pos_B, cand_BxK_scores, cfg.num_labels - one_B, cfg.num_labels,
                              rank_weights='top1', margin=margin)
   found_B = pick.found_B & (batch['weight_B'] > 0)
+  # §4.3.3 step 5: the hinge weighted E(⌊γ/N⌋) with α_1 = 1, α_j>1 = 0, which
+  # is 1 whenever a violator is found (its rank estimate is at least 1).
+  weight_B = jnp.where(found_B, pick.weight_B, 0.0)
   viol_label_B = jnp.take_along_axis(cand_BxK, pick.index_B[:, None], 1)[:, 0]
 
   def loss_fn(image_BxD, T_true, T_viol, W_other, W_true, W_viol):
     return jnp.sum(jax.vmap(functools.partial(quadruplet_loss, a, margin))(
-        found_B.astype(jnp.float32), image_BxD, T_true, T_viol, W_other, W_true, W_viol))
+        weight_B, image_BxD, T_true, T_viol, W_other, W_true, W_viol))
 
   args = (image_BxD, T[true_B], T[viol_label_B], W[other_B], W[true_B], W[viol_label_B])
   loss, (g_img, g_T_true, g_T_viol, g_W_other, g_W_true, g_W_viol) = jax.value_and_grad(

@@ -3,8 +3,9 @@ field (config/schema.py writes their defaults out and reads them back)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
 
-from wsabie_jax.config.schema import check_choices, check_ranges
+from wsabie_jax.config.schema import UNBOUNDED, check_choices, check_ranges
 from wsabie_jax.core import model, precision, row_optim
 from wsabie_jax.wsabie import warp
 
@@ -17,7 +18,8 @@ TABLES = ('auto', 'rows', 'whole', 'labels', 'features')
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   dim: int = 64                 # D
-  max_norm: float = 1.0         # C in eqs. (2)–(3)
+  # C in eqs. (2)–(3); float('inf'): unconstrained (paper 003's protocol).
+  max_norm: Annotated[float, UNBOUNDED] = 1.0
   score: str = 'dot'            # 'dot' | 'neg_euclidean' (paper 001) | 'neg_sq_euclidean'
   # The training step's matmuls (core/precision.py): full float32 by default, so the
   # violator test against the margin is exact; 'tensorfloat32' / 'bfloat16' trade it for speed.

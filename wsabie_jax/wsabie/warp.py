@@ -99,7 +99,8 @@ def importance_weight(violates_K: jax.Array, proposal_K: jax.Array, num_negative
   """WARP weighting of one pair's K draws from a non-uniform proposal q (VSE-ens).
 
   The rank (the number of violating negatives) is estimated by importance
-  sampling, r̂ = ⌊(1/K)·Σ_k viol_k / q_k⌋ — unbiased before the floor, and with
+  sampling, r̂ = ⌊(1/K)·Σ_k viol_k / q_k⌋ (K: the draws that count, at most
+  Y−|P|) — unbiased before the floor, clipped to Y−|P|, and with
   q uniform on the Y−|P| negatives exactly the violator-count estimate. Each
   violator then carries L(r̂)·(1/q_k) / Σ_j viol_j/q_j: eq. (6)'s L(rank)/rank
   per violator, its sum over violators estimated the same way.
@@ -107,7 +108,11 @@ def importance_weight(violates_K: jax.Array, proposal_K: jax.Array, num_negative
   """
   inv_q_K = jnp.where(violates_K, 1.0 / jnp.maximum(proposal_K, 1e-30), 0.0)
   total = jnp.sum(inv_q_K)
-  rank = jnp.minimum(jnp.floor(total / violates_K.shape[0]), num_negatives.astype(jnp.float32))
+  # The mean over the draws that count: draws past Y−|P| never do (find_violator),
+  # so a budget K > Y−|P| averages over Y−|P| of them, as the violator count does.
+  num_neg = num_negatives.astype(jnp.float32)
+  counted = jnp.minimum(jnp.float32(violates_K.shape[0]), num_neg)
+  rank = jnp.minimum(jnp.floor(total / counted), num_neg)
   weight = rank_loss(rank, num_labels, rank_weights)
   return weight, weight * inv_q_K / jnp.maximum(total, 1e-30)
 

@@ -1,0 +1,47 @@
+"""Every paper table of launch/reproduce.py runs (--small) and fills its rows
+with finite figures (issue 39: tables 003-2 and 003-4 once failed on a config
+check and no test noticed). Not the paper's numbers: docs/RESULTS.md has those."""
+import math
+import re
+
+import pytest
+
+from wsabie_jax.experiments import reproduce
+
+pytestmark = pytest.mark.slow  # every table's runs, small
+
+# 000-7 and 002-5 are printed by the same runs as 000-2 and 002-3
+# (paper000.baselines_table, paper002.run): one run checks both.
+RUNS = [t for t in reproduce.TABLES if t not in ('000-7', '002-5')]
+NUMBER = re.compile(r'[-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf)', re.IGNORECASE)
+
+
+def table_rows(text: str) -> list[list[str]]:
+  """The cells of every markdown table row (separator lines left out)."""
+  return [[c.strip() for c in line.strip().strip('|').split('|')]
+          for line in text.splitlines()
+          if line.startswith('|') and not set(line.strip()) <= set('|-: ')]
+
+
+@pytest.mark.parametrize('table', RUNS)
+def test_every_paper_table_runs_with_every_row_filled(table, tmp_path):
+  text = reproduce.reproduce(table, tmp_path, small=True)
+  assert (tmp_path / f'{table}.md').read_text() == text
+  rows = table_rows(text)
+  assert len(rows) >= 3, text  # a header and at least two rows
+  for cells in rows:
+    assert all(cells), f'{table}: an empty cell in {cells}'
+    for cell in cells:
+      for number in NUMBER.findall(cell):
+        assert math.isfinite(float(number.replace(',', ''))), f'{table}: {cell!r} in {cells}'
+  if table == '000-2':  # 000-7's rows too
+    for row in ('| Approx. k-NN |', '| Exact k-NN |', '| One-vs-Rest |', '| PAMIRIA |',
+                '| WSABIE-32 |', '| Ensemble '):
+      assert row in text, row
+  if table == '002-3':
+    assert 'Table 5 style' in text  # 002-5's table, from the same runs
+  if table in ('003-2', '003-4'):  # both protocols, paper 003's first
+    assert text.count('| vse_warp |') == 2 and "paper 003's protocol" in text
+    draws = (tmp_path / table / 'ours' / 'fig1_draws_per_update.csv').read_text().splitlines()
+    assert draws[0] == 'step,draws_per_update' and len(draws) > 3
+    assert (tmp_path / table / 'ours' / 'fig1_draws_per_update.svg').read_text().startswith('<svg')
