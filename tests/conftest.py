@@ -10,3 +10,10 @@ os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
 # a folder of their own, shared by the workers and by later runs on this machine.
 os.environ.setdefault('WSABIE_JAX_CACHE', os.path.join(tempfile.gettempdir(),
                                                        f'wsabie_jax_test_cache_{os.getuid()}'))
+
+# In-process tests keep them there too: many tests compile the same steps at
+# the same shapes, in either worker (JAX keys its cache by program and flags).
+import jax  # noqa: E402 (after XLA_FLAGS: the device count is read at import)
+
+jax.config.update('jax_compilation_cache_dir', os.environ['WSABIE_JAX_CACHE'])
+jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.1)

@@ -51,6 +51,7 @@ def neighbours(q_idx_BxF, q_val_BxF, t_idx_NxF, t_val_NxF, *, k: int, num_featur
   return best_s, best_i
 
 
+@functools.partial(jax.jit, static_argnames=('num_labels',))
 def vote(sims_Bxk, rows_Bxk, train_pos_NxP, num_labels: int) -> jax.Array:
   """B×Y label scores: each neighbour adds its similarity to each of its labels."""
   labels_BxkxP = train_pos_NxP[rows_Bxk]
@@ -115,9 +116,14 @@ class RandomProjectionTree:
         q, rows = np.flatnonzero(leaf == l), self.leaves[l]
         if len(rows) == 0:
           continue
-        s, i = neighbours(jnp.asarray(idx[q]), jnp.asarray(val[q]), jnp.asarray(t.feat_idx_nxF[rows]),
+        # A leaf's queries padded to a power of two (zero rows, results dropped):
+        # a few shapes to compile, not one a leaf (most of this baseline's time).
+        size = 1 << max(0, (len(q) - 1).bit_length())
+        q_idx, q_val = np.zeros((size, idx.shape[1]), idx.dtype), np.zeros((size, val.shape[1]), val.dtype)
+        q_idx[:len(q)], q_val[:len(q)] = idx[q], val[q]
+        s, i = neighbours(jnp.asarray(q_idx), jnp.asarray(q_val), jnp.asarray(t.feat_idx_nxF[rows]),
                           jnp.asarray(t.feat_val_nxF[rows]), k=min(k, len(rows)),
                           num_features=self.num_features, chunk=min(chunk, len(rows)))
-        out[q] = np.asarray(vote(s, jnp.asarray(rows)[i], pos_NxP, num_labels))
+        out[q] = np.asarray(vote(s, jnp.asarray(rows)[i], pos_NxP, num_labels))[:len(q)]
       return jnp.asarray(out)
     return score
