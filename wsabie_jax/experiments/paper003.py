@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import statistics
 
 from wsabie_jax.experiments import convergence, svg_plot, tables
 from wsabie_jax.methods import wsabie
@@ -55,23 +56,60 @@ def _figure1(workdir: pathlib.Path, history: list[dict]):
 
 
 def run(workdir, data: str = 'synthetic', rows=wsabie.SAMPLER_ROWS, small: bool = False,
-        paper: bool = False) -> str:
+        paper: bool = False, seeds=(0,), num_labels: int = 0) -> str:
   """Trains each row's config (configs/samplers.py:<row>,<data>[,paper]) from
   scratch with the same budget and validation schedule; writes table.md,
-  table.json and Fig. 1. `paper`: paper 003's protocol (configs/samplers.py)."""
+  table.json and Fig. 1. `paper`: paper 003's protocol (configs/samplers.py).
+  `seeds`: the rows again under each training seed (the data stay the same),
+  in workdir/seed<S>/, with the speed-ups' median and range over them;
+  `num_labels`: the synthetic data's Y (0: the config's)."""
   if 'warp' not in rows:
     raise ValueError('rows must include warp, the reference row')
+  if num_labels and data != 'synthetic':
+    raise ValueError(f'num_labels sets the synthetic data\'s labels, not {data}\'s')
   workdir = pathlib.Path(workdir)
   size = (',paper' if paper else '') + (',small' if small else '')
-  tests = tables.run_rows({row: tables.load(f'samplers:{row},{data}{size}') for row in rows},
-                          workdir)
-  histories = {row: convergence.read_history(workdir / row) for row in rows}
-  rates = {row: tests[row]['train_examples_per_sec'] for row in rows}
-  speed = convergence.compare(histories, 'warp', 'p@5')
   protocol = ("paper 003's protocol (leave-one-out, image-ID embeddings, SGD η 0.01 + L2 0.01, "
               'logistic Opt-AUC, D = 100)' if paper else "this project's protocol (random image "
               'splits, visual features, row-wise Adagrad, hinge AUC)')
-  text = _table(f"{data}{' (small)' if small else ''}, {protocol}", speed, tests, rates)
-  tables.write(workdir, text, {'speed': speed, 'test': tests})
-  _figure1(workdir, histories['warp'])
+  runs = {}
+  for seed in seeds:
+    where = workdir if len(seeds) == 1 else workdir / f'seed{seed}'
+    configs = {row: tables.load(f'samplers:{row},{data}{size}') for row in rows}
+    for c in configs.values():
+      c.seed = seed
+      if num_labels:
+        c.data.synthetic.num_labels = num_labels
+    tests = tables.run_rows(configs, where)
+    histories = {row: convergence.read_history(where / row) for row in rows}
+    rates = {row: tests[row]['train_examples_per_sec'] for row in rows}
+    runs[seed] = (convergence.compare(histories, 'warp', 'p@5'), tests, rates)
+    if seed == seeds[0]:
+      _figure1(workdir, histories['warp'])
+  labels = f', Y = {num_labels:,}' if num_labels else ''
+  speed, tests, rates = runs[seeds[0]]
+  text = _table(f"{data}{labels}{' (small)' if small else ''}, {protocol}"
+                + (f'; seed {seeds[0]} of {len(seeds)}' if len(seeds) > 1 else ''),
+                speed, tests, rates)
+  if len(seeds) > 1:
+    text += '\n' + _over_seeds(runs, rows)
+  tables.write(workdir, text, {str(s): {'speed': r[0], 'test': r[1]} for s, r in runs.items()})
   return text
+
+
+def _over_seeds(runs: dict, rows) -> str:
+  """Each row's speed-up to WARP's 95% and test p@5 over the seeds."""
+  lines = [f'Over {len(runs)} training seeds ({", ".join(map(str, runs))}): speed-up to 95% of '
+           "uniform WARP's best (median, min–max; seeds where the row never got there left out), "
+           'test p@5 and pairs/s (median).', '',
+           '| row | reached | speed-up (WARP target) | test p@5 (min–max) | pairs/s |',
+           '|---|---|---|---|---|']
+  for row in rows:
+    ups = sorted(r[0][row]['speedup_reference'] for r in runs.values()
+                 if not math.isinf(r[0][row]['time_to_reference']))
+    p5 = sorted(r[1][row]['p@5'] for r in runs.values())
+    rate = statistics.median(r[2][row] for r in runs.values())
+    up = f'{statistics.median(ups):.2f}× ({ups[0]:.2f}–{ups[-1]:.2f}×)' if ups else '—'
+    lines.append(f'| {row} | {len(ups)} of {len(runs)} | {up} | {statistics.median(p5):.4f} '
+                 f'({p5[0]:.4f}–{p5[-1]:.4f}) | {rate:,.0f} |')
+  return '\n'.join(lines) + '\n'
