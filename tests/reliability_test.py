@@ -179,6 +179,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_older_one(tmp_path, kind, c
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.filterwarnings('ignore::pytest.PytestUnraisableExceptionWarning')  # Orbax's abandoned reads
 def test_corrupt_best_falls_back_to_the_previous_best(finished, tmp_path):
   """A truncated best/ crashed evaluate.py; now it evaluates the previous best."""
   source, config, _ = finished
