@@ -24,7 +24,8 @@ methods/parts.py's defaults. `small`: 300 synsets, 6,000 images, 300 steps.
 """
 import ml_collections
 
-from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.config import parse_arg
+from wsabie_jax.data import settings as data_config
 from wsabie_jax.methods import parts
 
 
@@ -33,7 +34,7 @@ def get_config(arg: str = 'shared,iw') -> ml_collections.ConfigDict:
                 flags=('paper', 'small'), where='parts_synthetic.py')
   data = None
   if a['small']:
-    data = presets.synthetic_data(small=True, vocabulary='wordnet', num_labels=300,
+    data = data_config.synthetic_data(small=True, vocabulary='wordnet', num_labels=300,
                                   num_features=2000, signal=0.5)
     data.update(num_train=6000, num_test=1000)
   c = parts.base_config(data)

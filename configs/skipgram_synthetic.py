@@ -28,7 +28,8 @@ docs/SKIPGRAM.md.
 """
 import ml_collections
 
-from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.config import parse_arg
+from wsabie_jax.data import settings as data_config
 from wsabie_jax.methods import skipgram
 
 
@@ -36,7 +37,7 @@ def get_config(arg: str = 'proposed') -> ml_collections.ConfigDict:
   a = parse_arg(arg, choices={'row': skipgram.ROWS}, flags=('small', 'zeroshot', 'paper', 'sweep'),
                 where='skipgram_synthetic.py')
   small = a['small']
-  data = presets.synthetic_data(small=small)
+  data = data_config.synthetic_data(small=small)
   if not small:
     data.update(num_train=20_000, num_test=2_000)
     data.synthetic.update(num_labels=1000, num_features=5000, signal=0.5)

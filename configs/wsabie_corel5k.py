@@ -12,14 +12,15 @@ seed 0, the same on any CPU) are in docs/RESULTS.md with the command.
 """
 import ml_collections
 
-from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.config import parse_arg
+from wsabie_jax.data import settings as data_config
 from wsabie_jax.data import corel5k_paths
 from wsabie_jax.methods import wsabie
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg, flags=('small',), where='wsabie_corel5k.py')
-  c = wsabie.base_config(presets.file_data('mulan', *corel5k_paths(), bias_feature=1.0))
+  c = wsabie.base_config(data_config.file_data('mulan', *corel5k_paths(), bias_feature=1.0))
   # Chosen on the validation split (MAP, mean of seeds 0 and 1) from sweeps over
   # learning rate {0.005 … 0.1}, D {64, 128, 256}, C {1 … 10}, K {100, 373},
   # feature normalisation, bias feature, batch size {8, 32}, score, rank

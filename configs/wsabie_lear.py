@@ -17,7 +17,8 @@ import os
 import ml_collections
 
 from wsabie_jax import config as config_lib
-from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.config import parse_arg
+from wsabie_jax.data import settings as data_config
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -26,7 +27,7 @@ def get_config(arg: str = 'corel5k') -> ml_collections.ConfigDict:
   a = parse_arg(arg, choices={'data': ('corel5k', 'espgame', 'iaprtc12')}, rest='manual_dir',
                 where='wsabie_lear.py')
   c = config_lib.load(os.path.join(_HERE, 'wsabie_corel5k.py'))
-  c.data = presets.tfds_data(f'lear_iccv09/{a["data"]}', os.path.expanduser('~/tensorflow_datasets'),
+  c.data = data_config.tfds_data(f'lear_iccv09/{a["data"]}', os.path.expanduser('~/tensorflow_datasets'),
                              a['manual_dir'])
   c.data.bias_feature = 1.0
   return c

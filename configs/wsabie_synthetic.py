@@ -14,13 +14,14 @@ docs/RESULTS.md.
 """
 import ml_collections
 
-from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.config import parse_arg
+from wsabie_jax.data import settings as data_config
 from wsabie_jax.methods import wsabie
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg, flags=('small',), where='wsabie_synthetic.py')
-  c = wsabie.base_config(presets.synthetic_data(small=a['small']))
+  c = wsabie.base_config(data_config.synthetic_data(small=a['small']))
   if a['small']:
     c.train.update(num_epochs=5, eval_every_steps=50, checkpoint_every_steps=100)
   return c

@@ -10,19 +10,20 @@ images; D = 100, K = 100; one epoch. The model is (Y + d)·D floats = 44 MB.
 """
 import ml_collections
 
-from wsabie_jax.config import parse_arg, presets
+from wsabie_jax.config import parse_arg
+from wsabie_jax.data import settings as data_config
 from wsabie_jax.methods import wsabie
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   small = parse_arg(arg, flags=('small',), where='wsabie_webscale.py')['small']
-  data = presets.synthetic_data(num_labels=1000 if small else 100_000, num_features=10_000,
-                                nnz=40 if small else 480,  # draws; ~245 distinct non-zeros
-                                signal=0.35)
-  data.update(kind='shards', shards_dir='/tmp/wsabie_webscale_small' if small
-              else '/tmp/wsabie_webscale_shards',
-              num_train=20_000 if small else 10_000_000, num_valid=500 if small else 10_000,
-              num_test=500 if small else 10_000, shard_size=3000 if small else 250_000)
+  data = data_config.shards_data(
+      '/tmp/wsabie_webscale_small' if small else '/tmp/wsabie_webscale_shards',
+      num_train=20_000 if small else 10_000_000, num_valid=500 if small else 10_000,
+      num_test=500 if small else 10_000, shard_size=3000 if small else 250_000)
+  data.synthetic.update(num_labels=1000 if small else 100_000, num_features=10_000,
+                        nnz=40 if small else 480,  # draws; ~245 distinct non-zeros
+                        signal=0.35)
   c = wsabie.base_config(data)
   c.model.dim = 100
   c.loss.num_draws = 100

@@ -9,7 +9,7 @@ import time
 
 from absl import flags
 
-from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import shards, synthetic_spec
 from wsabie_jax.experiments import cli
 

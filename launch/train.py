@@ -10,19 +10,26 @@ batch is split over the devices (config.train.num_devices). Several hosts:
 one process a host, joined by --coordinator_address=HOST:PORT --num_processes=N
 --process_id=I, or by what SLURM, Open MPI or a TPU pod slice sets
 (docs/MULTIHOST.md; launch/local_cluster.py tries it on one machine).
+
+  python launch/train.py --config=configs/wsabie_mulan.py --print_config
+
+prints every field of the config with its value and where it came from
+(default, config file, flag, fitted to the data) and trains nothing.
 """
 import logging as py_logging
+import sys
 
-from absl import flags, logging
+from absl import app, flags, logging
 
 import jax
 
+from wsabie_jax import methods
+from wsabie_jax.experiments import cli, config_view, run
 from wsabie_jax.training import hosts
-from wsabie_jax.experiments import cli, run
 
 _CONFIG = cli.define_config('Experiment config file.')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Checkpoints, summaries and metrics.json go here.')
-flags.mark_flags_as_required(['config', 'workdir'])
+flags.mark_flags_as_required(['config'])
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None,
                                    'Several hosts: host:port of process 0 (jax.distributed); '
                                    'without it, see --distributed.')
@@ -40,11 +47,26 @@ _HEARTBEAT_TIMEOUT = flags.DEFINE_integer('heartbeat_timeout', 30, 'Several host
 _ALLOW_DATA_CHANGE = flags.DEFINE_bool('allow_data_change', False, 'Resume a run although its '
                                        'data files changed since it was trained (each change '
                                        'is logged).')
+_PRINT_CONFIG = flags.DEFINE_bool('print_config', False, 'Print every field of the config, its '
+                                   'value and where it came from (default, config file, flag, '
+                                   'fitted to the data), and train nothing.')
 _FORCE_NEW = flags.DEFINE_bool('force_new', False, 'Move a previous run in --workdir aside '
                                '(WORKDIR.old-TIME) and start afresh instead of resuming it.')
 
 
+def print_config(argv: list[str]) -> None:
+  with cli.one_line_errors():
+    config = methods.check(_CONFIG.value)
+    config, fitted = methods.of(config).fit(config)
+  flagged = [a[len('--config.'):].split('=', 1)[0] for a in argv if a.startswith('--config.')]
+  print(config_view.text(config, fitted, flagged))
+
+
 def main(argv):
+  if _PRINT_CONFIG.value:
+    return print_config(sys.argv)
+  if _WORKDIR.value is None:
+    raise app.UsageError('--workdir is required (or --print_config)')
   del argv
   cli.use_compilation_cache()
   # Our progress at INFO; the libraries' (Orbax is chatty) at WARNING.

@@ -118,14 +118,14 @@ def test_repeated_feature_id_is_one_feature_with_the_values_summed(tmp_path):
 def test_empty_training_file_is_blamed_on_itself(tmp_path, kind):
   """An ARFF header with no rows said only "the training set has no positive
   pairs"; an empty libsvm training file was blamed on the test file."""
-  from wsabie_jax.config import presets
+  from wsabie_jax.data import settings as data_config
   from wsabie_jax.data import load_splits
   if kind == 'mulan':
     train, test = _write(tmp_path, 'tr.arff', HEADER), _write(tmp_path, 'te.arff', HEADER + '{0 1,2 1}\n')
-    cfg = presets.file_data('mulan', train, test, _write(tmp_path, 'l.xml', XML))
+    cfg = data_config.file_data('mulan', train, test, _write(tmp_path, 'l.xml', XML))
   else:
     train, test = _write(tmp_path, 'tr.txt', ''), _write(tmp_path, 'te.txt', '0 1:1\n')
-    cfg = presets.file_data('libsvm', train, test)
+    cfg = data_config.file_data('libsvm', train, test)
   with pytest.raises(DataError, match=f'{train}: no examples with labels to train on'):
     load_splits(cfg)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.train_test import _tiny_config
-from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import DataError, dataset, libsvm, mulan
 from wsabie_jax.experiments import annotate, run, tables
 from wsabie_jax.methods import wsabie
@@ -233,7 +233,7 @@ def test_a_deleted_config_json_still_guards_the_run(libsvm_run, tmp_path):
   (workdir / 'config.json').unlink()
   config = _libsvm_config(str(data))
   config.optim.learning_rate = 0.5
-  with pytest.raises(WorkdirError, match=r'different config: optim.learning_rate \([\d.]+ → 0.5\)'):
+  with pytest.raises(WorkdirError, match=r'different config: optim.learning_rate \(.+ → 0.5\)'):
     run.train_and_evaluate(config, workdir)
   assert not (workdir / 'config.json').exists()
 

@@ -130,7 +130,7 @@ def test_every_method_through_every_launch_script(tmp_path):
   """Objects and parts (the third registered method; WSABIE and skip-gram are
   above) trains, then evaluate.py and annotate.py read its workdir."""
   from wsabie_jax import methods
-  from wsabie_jax.parts import wordnet
+  from wsabie_jax.data import wordnet
   assert sorted(methods.REGISTRY) == ['parts', 'skipgram', 'wsabie']
   try:
     wordnet.load()

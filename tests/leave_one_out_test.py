@@ -65,9 +65,9 @@ def test_known_labels_leave_the_ranking():
 
 
 def test_load_splits_under_the_protocol():
-  from wsabie_jax.config import presets
+  from wsabie_jax.data import settings as data_config
   from wsabie_jax import data as data_lib
-  cfg = presets.synthetic_data(small=True)
+  cfg = data_config.synthetic_data(small=True)
   cfg.update(num_train=400, num_test=100, protocol='leave_one_out', features='image_id')
   train, valid, test = data_lib.load_splits(cfg)
   assert train.num_images == 500 and train.num_features == 500
@@ -79,7 +79,7 @@ def test_load_splits_under_the_protocol():
   assert 0 <= got['p@1'] <= 1 and got['num_images'] == test.num_images
   for bad, match in ((dict(features='image_id'), 'needs data.protocol'),
                      (dict(protocol='loo'), 'protocol')):
-    cfg = presets.synthetic_data(small=True)
+    cfg = data_config.synthetic_data(small=True)
     cfg.update(num_train=40, num_test=10, **bad)
     with pytest.raises(ValueError, match=match):
       data_lib.load_splits(cfg)

@@ -1,12 +1,11 @@
 """The panel suite's pieces that need no LightFM: reading a panel entry, the
 data-agnostic config's rules, the ratio table."""
-import copy
-
 import pytest
 
 from wsabie_jax import config as config_lib
 from wsabie_jax.data import corel5k_paths, load_splits
 from wsabie_jax.experiments import panel
+from wsabie_jax.wsabie import fitting
 
 
 def _mulan_folder(tmp_path, name='toy'):
@@ -33,22 +32,29 @@ def test_panel_entries(tmp_path):
 
 def test_data_agnostic_config_follows_the_data(tmp_path):
   """K = min(Y − 1, 100) (the exact rank where that is every negative), Q = ⌈mean positives⌉ + 1, B the power of two
-  nearest rows/6 within [128, 1024]."""
+  nearest rows/6 within [128, 1024]; loading the config reads no data."""
   config = config_lib.load(f'configs/wsabie_mulan.py:{_mulan_folder(tmp_path)}')
+  assert (config.train.batch_size, config.loss.num_draws) == ('auto', 'auto')
   train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, 3.5 positives an image, at most 5
-  assert config.loss.num_draws == 100
-  assert config.train.positives_per_row == 5  # a row an image
-  assert config.train.batch_size == 512  # 90% of 4,500 rows / 6 = 675 → 512
-  module = config_lib.load_module('configs/wsabie_mulan.py')
-  assert (config.loss.kind, config.optim.learning_rate) == ('warp', 0.01)  # Y − 1 > 100 draws
-  few = module.fit(copy.deepcopy(config), train, steps_per_epoch=10_000, max_draws=1000)
+  fitted, values = fitting.resolve(config, train)
+  assert values == {'loss.num_draws': 100, 'loss.kind': 'warp', 'optim.learning_rate': 0.01,
+                    'train.positives_per_row': 5,  # a row an image
+                    'train.batch_size': 512}  # 90% of 4,500 rows / 6 = 675 → 512
+  assert config.train.batch_size == 'auto'  # (a copy is fitted)
+  rules = lambda **knobs: fitting.Rules(**knobs)
+  few = fitting.resolve(config, train, rules(steps_per_epoch=10_000, max_draws=1000))[0]
   # K would draw every negative: the exact rank instead, at its own rate.
   assert (few.train.batch_size, few.loss.num_draws) == (128, 373)
-  assert (few.loss.kind, few.optim.learning_rate) == ('exact', module.EXACT_LEARNING_RATE)
-  drawn = module.fit(copy.deepcopy(config), train, max_draws=1000, exact_ranks=False)
+  assert (few.loss.kind, few.optim.learning_rate) == ('exact', fitting.Rules.exact_learning_rate)
+  drawn = fitting.resolve(config, train, rules(max_draws=1000, exact_ranks=False))[0]
   assert (drawn.loss.kind, drawn.optim.learning_rate) == ('warp', 0.01)
-  assert module.fit(config, train, steps_per_epoch=10_000, min_batch=16).train.batch_size == 16
-  assert module.fit(config, train, steps_per_epoch=1).train.batch_size == 1024
+  assert fitting.resolve(config, train, rules(steps_per_epoch=10_000, min_batch=16))[0] \
+      .train.batch_size == 16
+  assert fitting.resolve(config, train, rules(steps_per_epoch=1))[0].train.batch_size == 1024
+  given = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')
+  with given.ignore_type():
+    given.train.batch_size = 64  # a value the user gives is kept
+  assert fitting.resolve(given, train)[1].keys() == values.keys() - {'train.batch_size'}
 
 
 def test_ratio_table():

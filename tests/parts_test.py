@@ -213,7 +213,7 @@ def _small_parts_config(arg: str):
   """configs/parts_synthetic.py:<arg>,small with small evaluation sets (skips without WordNet)."""
   import pytest
   from wsabie_jax.experiments import tables
-  from wsabie_jax.parts import wordnet
+  from wsabie_jax.data import wordnet
   try:
     wordnet.load()
   except wordnet.WordNetMissing as e:

@@ -88,7 +88,7 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   and resumed equals both. Packs are planned on the host (CPU's 'auto') or,
   'packs_on_device', built by the step from the ids (an accelerator's)."""
   if method == 'parts':
-    from wsabie_jax.parts import wordnet
+    from wsabie_jax.data import wordnet
     try:
       wordnet.load()
     except wordnet.WordNetMissing as e:

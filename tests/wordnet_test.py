@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from wsabie_jax.core import metrics
-from wsabie_jax.parts import wordnet
+from wsabie_jax.data import wordnet
 
 
 @pytest.fixture(scope='module')
@@ -68,7 +68,7 @@ def test_parents_do_not_depend_on_the_hash_seed(net):
   import os
   import subprocess
   import sys
-  code = ('from wsabie_jax.parts import wordnet as w; wn = w.load(); '
+  code = ('from wsabie_jax.data import wordnet as w; wn = w.load(); '
           "print(w.parents_table(wn, ['dog.n.01', 'car.n.01', 'ship.n.01', 'tree.n.01'])[1], "
           "[s.name() for s in w.part_meronyms(wn.synset('car.n.01'))][:5])")
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""Config schema (dataclass ↔ ConfigDict), shared presets, the `:arg` parser,
+"""Config schema (dataclass ↔ ConfigDict), the `:arg` parser,
 and loading a config file by path as `--config=FILE.py:ARG` does."""
 from __future__ import annotations
 

@@ -18,10 +18,18 @@ import ml_collections
 
 T = TypeVar('T')
 
+
+class ConfigError(ValueError):
+  """A config value out of type or range; the message names the field."""
+
 # A float field that may also be +inf (written `float('inf')` in a config
 # file, `inf` on the command line): `Annotated[float, UNBOUNDED]`. Other
 # floats must be finite (a NaN or inf there is a typo that trains garbage).
 UNBOUNDED = 'inf allowed: no bound'
+# A field the method fits to the data when the config says 'auto' (the
+# Mulan config's batch size, pairs a row, draws): `Annotated[int, AUTO]`. The
+# value a run used is written into its config.json.
+AUTO = 'auto'
 
 
 def _section_types(cls) -> dict[str, type]:
@@ -34,25 +42,62 @@ def _section_types(cls) -> dict[str, type]:
 def to_config(cls, **overrides) -> ml_collections.ConfigDict:
   """The defaults of a (section) dataclass as a ConfigDict; fields without a
   default (sizes read from the data) are left out."""
-  sections = _section_types(cls)
-  out = {}
-  for f in dataclasses.fields(cls):
-    if f.name in sections:
-      out[f.name] = to_config(sections[f.name])
-    elif f.default is not dataclasses.MISSING:
-      out[f.name] = f.default
-    elif f.default_factory is not dataclasses.MISSING:
-      out[f.name] = f.default_factory()
-  c = ml_collections.ConfigDict(out)
-  c.update(overrides)
+  c = ml_collections.ConfigDict(_defaults(cls))
+  with c.ignore_type():  # ('auto' for an int; from_config checks every type)
+    c.update(overrides)
   return c
 
 
+# A field a resumed run may change (a budget, a schedule, the devices):
+# `Annotated[int, MAY_CHANGE]`; the others must match the run's (training/workdir.py).
+MAY_CHANGE = 'may change on resume'
+
+
+def marked(cls, mark: str, prefix: str) -> frozenset[str]:
+  """'prefix.field' for each field of `cls` annotated with `mark`."""
+  hints = typing.get_type_hints(cls, include_extras=True)
+  return frozenset(f'{prefix}.{name}' for name, hint in hints.items()
+                   if typing.get_origin(hint) is typing.Annotated and mark in hint.__metadata__)
+
+
+def auto(section: ml_collections.ConfigDict, *names: str, **values) -> ml_collections.ConfigDict:
+  """A copy of a config section with the named fields 'auto' (fitted to the data
+  when the run starts) and `values` set, its types left unchecked until
+  `from_config`: so `c.train.batch_size = 512` or `--config.train.batch_size=512`
+  later replaces 'auto' with a number."""
+  return ml_collections.ConfigDict({**section.to_dict(), **dict.fromkeys(names, AUTO), **values},
+                                   type_safe=False)
+
+
+def _defaults(cls, instance=None) -> dict:
+  """Field → default (a section: its own defaults, or its default instance's values)."""
+  sections = _section_types(cls)
+  out = {}
+  for f in dataclasses.fields(cls):
+    if instance is not None:
+      value = getattr(instance, f.name)
+    elif f.default is not dataclasses.MISSING:
+      value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+      value = f.default_factory()
+    else:
+      continue
+    out[f.name] = _defaults(sections[f.name], value) if f.name in sections else value
+  return out
+
+
+def defaults(cls) -> dict:
+  """The defaults of a dataclass, sections nested: what a config gets without a value."""
+  return _defaults(cls)
+
+
 def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: str = 'config',
-                **given: Any) -> T:
+                base: Any = None, **given: Any) -> T:
   """`cls` from the config's fields (sections recursively) plus `given` values
   (sizes read from the data). A key `cls` lacks is an error naming it and the
-  valid ones; lists become tuples (ConfigDicts store tuples as lists)."""
+  valid ones; lists become tuples (ConfigDicts store tuples as lists). Fields
+  the config leaves out take `base`'s values (a section's default instance), or
+  the class's defaults."""
   sections = _section_types(cls)
   names = {f.name for f in dataclasses.fields(cls)}
   values = dict(config.items()) if config is not None else {}
@@ -63,13 +108,16 @@ def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: s
   kwargs = {}
   for name, value in values.items():
     if name in sections:
-      kwargs[name] = from_config(sections[name], value, f'{where}.{name}')
+      section_base = getattr(base, name) if base is not None else next(
+          (f.default for f in dataclasses.fields(cls) if f.name == name
+           and f.default is not dataclasses.MISSING), None)
+      kwargs[name] = from_config(sections[name], value, f'{where}.{name}', section_base)
     else:
       kwargs[name] = check_type(f'{where}.{name}', tuple(value) if isinstance(value, list)
                                 else value, hints[name])
   kwargs.update(given)
   try:
-    return cls(**kwargs)
+    return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
   except ValueError as error:  # a __post_init__ check: say where the section sits
     message = str(error)
     for name in (cls.__name__, where.rpartition('.')[2]):
@@ -84,6 +132,15 @@ def check_type(name: str, value: Any, hint) -> Any:
   Annotated[float, UNBOUNDED] (+inf allowed). Else a ValueError naming the field."""
   if typing.get_origin(hint) is typing.Annotated:
     hint, *marks = typing.get_args(hint)
+    if AUTO in marks and value == AUTO:
+      return value
+    if AUTO in marks and isinstance(value, str):  # (a --config.X=512 override of an 'auto' field)
+      try:
+        value = hint(value)
+      except ValueError:
+        pass
+    if AUTO in marks and not _is(value, hint):
+      raise ValueError(f"{name}={value!r}: expected {hint.__name__} or 'auto' (fitted to the data)")
     if UNBOUNDED in marks and isinstance(value, float) and value == math.inf:
       return value
     if UNBOUNDED in marks and not _is(value, hint):
@@ -119,6 +176,8 @@ def check_ranges(section, where: str = '', **rules: str) -> None:
            '[0,1]': lambda v: 0 <= v <= 1}
   for field, rule in rules.items():
     value = getattr(section, field) if not isinstance(section, dict) else section[field]
+    if value == AUTO:  # fitted later, checked then
+      continue
     if not tests[rule](value):
       name = f'{where}.{field}' if where else f'{type(section).__name__}.{field}'
       raise ValueError(f'{name}={value!r} must be {_SAY[rule]}')

@@ -10,14 +10,14 @@ import pathlib
 
 import numpy as np
 
-from wsabie_jax.data import batching, dataset, libsvm, mulan, shards, synthetic
+from wsabie_jax.data import batching, dataset, libsvm, mulan, settings, shards, synthetic
 from wsabie_jax.data.dataset import DataError, SparseDataset
-
-KINDS = ('synthetic', 'mulan', 'libsvm', 'shards', 'tfds')
+from wsabie_jax.data.settings import KINDS
 
 
 def synthetic_spec(cfg) -> synthetic.SyntheticSpec:
-  return synthetic.SyntheticSpec(**dict(cfg.synthetic))
+  """The planted world of a synthetic (or shards) data section."""
+  return settings.of(cfg).synthetic
 
 
 # The last training file read, by its path, size, time and reading settings: a
@@ -29,12 +29,13 @@ _LAST_READ: dict = {}
 def read_split(cfg, path, like: SparseDataset | None = None, skip_empty: bool = True) -> SparseDataset:
   """Reads one file of a file-backed data config (test files take sizes from
   train); a training file read just before, unchanged, is not parsed again."""
+  cfg = settings.of(cfg)
   if not os.path.exists(path):
     raise DataError(path, None, 'file not found (set config.data paths)')
   if like is None:
     stat = os.stat(path)
     key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns, cfg.kind,
-           cfg.get('labels_path'), cfg.get('feature_base', 0), skip_empty)
+           cfg.labels_path, cfg.feature_base, skip_empty)
     if key not in _LAST_READ:
       _LAST_READ.clear()
       _LAST_READ[key] = _read(cfg, path, None, skip_empty)
@@ -49,30 +50,30 @@ def _read(cfg, path, like: SparseDataset | None, skip_empty: bool) -> SparseData
     names = None
     if like is not None:
       names = like.label_names
-    elif cfg.get('labels_path'):
+    elif cfg.labels_path:
       names = dataset.read_label_names(cfg.labels_path)
     return libsvm.read_libsvm(path, num_features=like.num_features if like else None,
                               num_labels=len(names) if names else None, label_names=names,
-                              feature_base=cfg.get('feature_base', 0), skip_empty=skip_empty)
+                              feature_base=cfg.feature_base, skip_empty=skip_empty)
   raise ValueError(f'config.data.kind={cfg.kind!r} is not a file format ({KINDS})')
 
 
 def preprocess(ds: SparseDataset, cfg) -> SparseDataset:
   """Feature normalisation, then the optional constant bias feature."""
   ds = dataset.normalize(ds, cfg.normalize)
-  if cfg.get('bias_feature', 0.0):
+  if cfg.bias_feature:
     ds = dataset.add_bias_feature(ds, cfg.bias_feature)
   return ds
 
 
-def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
+def load_splits(cfg):
   """(train, valid, test) from config.data; valid is carved from train.
 
   For data.kind='shards', train is a ShardSet streamed from disk and the
-  shard directory's valid/ and test/ sets are read whole. `vocabulary` names
-  the labels of synthetic data in WordNet mode (see synthetic.make_world).
+  shard directory's valid/ and test/ sets are read whole. Synthetic data in
+  WordNet mode names its labels by noun synsets (data/wordnet.py).
   """
-  protocol = _protocol(cfg)
+  cfg = settings.of(cfg)  # (checked: kinds, fractions, protocol with features)
   if cfg.kind == 'shards':
     root = pathlib.Path(cfg.shards_dir)
     prep = lambda ds: preprocess(ds, cfg)
@@ -81,14 +82,14 @@ def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
         shards.ShardSet(root / 'test', prep).load_all()
   if cfg.kind == 'tfds':  # a tfds builder (data/tfds_builders.py) prepared from manual_dir
     from wsabie_jax.data import tfds_builders
-    builder = tfds_builders.prepare(cfg.tfds_name, cfg.data_dir, cfg.get('manual_dir'))
+    builder = tfds_builders.prepare(cfg.tfds_name, cfg.data_dir, cfg.manual_dir)
     train, test = tfds_builders.load(builder, 'train'), tfds_builders.load(builder, 'test')
   elif cfg.kind == 'synthetic':
-    spec = synthetic_spec(cfg)
-    world = synthetic.make_world(spec, vocabulary)
+    spec = cfg.synthetic
+    world = synthetic.make_world(spec, synthetic_vocabulary(spec))
     train = synthetic.generate(spec, cfg.num_train, 'train', world=world)
     test = synthetic.generate(spec, cfg.num_test, 'test', world=world)
-  elif cfg.kind in KINDS:
+  else:
     train = read_split(cfg, cfg.train_path)
     if train.num_images == 0:
       raise DataError(cfg.train_path, None, 'no examples with labels to train on'
@@ -99,47 +100,41 @@ def load_splits(cfg, vocabulary: synthetic.Vocabulary | None = None):
       raise DataError(cfg.test_path, None, 'no examples with labels to test on')
     if test.num_features != train.num_features or test.label_names != train.label_names:
       raise DataError(cfg.test_path, None, 'features or labels differ from the training file')
-  else:
-    raise ValueError(f'config.data.kind={cfg.kind!r} is not one of {KINDS}')
   train, test = preprocess(train, cfg), preprocess(test, cfg)
-  if protocol == 'leave_one_out':
+  if cfg.protocol == 'leave_one_out':
     return leave_one_out_splits(dataset.concat([train, test]), cfg)
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
   if cfg.validation_fraction and valid.num_images == 0:
-    raise DataError(cfg.get('train_path', 'the training data'), None,
+    raise DataError(_training_data(cfg), None,
                     f'the validation split is empty ({train.num_images} examples × '
                     f'config.data.validation_fraction={cfg.validation_fraction} < 1): add data, '
                     'or set validation_fraction=0 (no early stopping: the last state is kept)')
   if train.num_images == 0:
-    raise DataError(cfg.get('train_path', 'the training data'), None,
+    raise DataError(_training_data(cfg), None,
                     f'no training examples are left after the validation split '
                     f'(config.data.validation_fraction={cfg.validation_fraction}): lower it')
-  if cfg.get('holdout_fraction', 0.0):
+  if cfg.holdout_fraction:
     return hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
   return train, valid, test
 
 
-def _protocol(cfg) -> str:
-  """config.data.protocol, checked with config.data.features before any reading."""
-  protocol, features = cfg.get('protocol', 'random'), cfg.get('features', 'visual')
-  if protocol not in ('random', 'leave_one_out'):
-    raise ValueError(f"config.data.protocol={protocol!r} is not 'random' or 'leave_one_out'")
-  if features not in ('visual', 'image_id'):
-    raise ValueError(f"config.data.features={features!r} is not 'visual' or 'image_id'")
-  if features == 'image_id' and protocol != 'leave_one_out':
-    raise ValueError(f"config.data.features={features!r} needs data.protocol='leave_one_out' "
-                     '(image ids are shared only by the held-out copy of a training image)')
-  return protocol
+def synthetic_vocabulary(spec: synthetic.SyntheticSpec) -> synthetic.Vocabulary | None:
+  """The synsets naming a planted world's labels in WordNet mode (None otherwise)."""
+  if spec.vocabulary != 'wordnet':
+    return None
+  from wsabie_jax.data import wordnet  # (nltk and the WordNet files only where asked for)
+  return wordnet.synthetic_vocabulary(spec.num_labels)
+
+
+def _training_data(cfg: settings.DataConfig) -> str:
+  return cfg.train_path if isinstance(cfg, settings.FileData) else 'the training data'
 
 
 def leave_one_out_splits(images, cfg):
   """Paper 003's protocol over all images: train on every label but one held out
   per image (with ≥ 2 labels); the held-out images split in halves, valid and
   test, each ranked without the labels training knows them by."""
-  if cfg.get('holdout_fraction', 0.0):
-    raise ValueError("data.protocol='leave_one_out' and data.holdout_fraction (zero-shot) "
-                     'do not combine')
-  if cfg.get('features', 'visual') == 'image_id':
+  if cfg.features == 'image_id':
     images = dataset.image_id_features(images)
   train, held = dataset.leave_one_out(images, cfg.split_seed)
   order = np.random.default_rng([cfg.split_seed, 19]).permutation(held.num_images)

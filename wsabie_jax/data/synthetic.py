@@ -51,7 +51,7 @@ class World:
 
 
 class Vocabulary(NamedTuple):
-  """Real label names for vocabulary='wordnet' (parts/wordnet.py makes one)."""
+  """Real label names for vocabulary='wordnet' (data/wordnet.py makes one)."""
   names: list[str]
   parents_YxG: np.ndarray       # every is-a parent of each label, −1 padded
   relations: list[tuple[int, int]]  # part-of (whole, part) label pairs
@@ -65,7 +65,7 @@ def make_world(spec: SyntheticSpec, vocabulary: Vocabulary | None = None) -> Wor
     # its first is-a parent, so WordNet siblings look alike.
     if vocabulary is None or len(vocabulary.names) != Y:
       raise ValueError("synthetic vocabulary='wordnet' needs the Y synsets given as `vocabulary` "
-                       '(parts/wordnet.py synthetic_vocabulary; methods.common.load_splits does it)')
+                       '(data.synthetic_vocabulary; data.load_splits does it)')
     names, parents_YxG, relations = vocabulary
     _, parent = np.unique(parents_YxG[:, 0], return_inverse=True)
     extra = dict(label_names=tuple(names), label_parents_YxG=parents_YxG,

@@ -23,7 +23,7 @@ import dataclasses
 import os
 import tempfile
 
-from wsabie_jax.config import presets
+from wsabie_jax.data import settings as data_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching
 from wsabie_jax.experiments import benchmarking, tables
@@ -33,7 +33,7 @@ from wsabie_jax.wsabie import step as step_lib
 
 
 def _grid_data(num_labels: int, small: bool):
-  data = presets.synthetic_data(num_labels=num_labels, num_features=10_000 if not small else 1000,
+  data = data_config.synthetic_data(num_labels=num_labels, num_features=10_000 if not small else 1000,
                                 nnz=50 if not small else 10, signal=0.5)
   data.update(num_train=20_000 if small else 100_000, num_test=200 if small else 1000,
               validation_fraction=0.01)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.core import metrics
-from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import DataError, SparseDataset, batching, dataset, libsvm, mulan, preprocess
 from wsabie_jax.experiments.run import Restored
 from wsabie_jax.features import image_folder, visual_terms
@@ -35,9 +35,9 @@ def read_input(path: str, config, vocab: dict) -> SparseDataset:
   if arff:
     ds = mulan.read_arff(path, config.data.labels_path, skip_empty=False)
   else:
-    num_features = vocab['num_features'] - (1 if config.data.get('bias_feature', 0.0) else 0)
+    num_features = vocab['num_features'] - (1 if config.data.bias_feature else 0)
     ds = libsvm.read_libsvm(path, num_features=num_features, label_names=vocab['label_names'],
-                            feature_base=config.data.get('feature_base', 0), skip_empty=False)
+                            feature_base=config.data.feature_base, skip_empty=False)
   if ds.num_images == 0:
     raise DataError(path, None, 'no examples to annotate')
   ds = preprocess(ds, config.data)
@@ -51,7 +51,7 @@ def read_input(path: str, config, vocab: dict) -> SparseDataset:
 
 def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str]]:
   """Image files → bags of visual terms with the codebook the run was trained on."""
-  if not config.data.get('featurized_dir'):
+  if not config.data.featurized_dir:
     raise ConfigError('--images needs a run on featurised images (configs/wsabie_folder.py); '
                       'give this run --input=FILE in its training data\'s format')
   entries, dropped = image_folder.screen_images([(p, []) for p in image_folder.image_paths(spec)], '',

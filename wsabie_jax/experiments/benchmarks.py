@@ -14,7 +14,7 @@ import numpy as np
 
 from wsabie_jax.core import evaluation, metrics
 from wsabie_jax.data import batching, dataset, synthetic
-from wsabie_jax.config import presets
+from wsabie_jax.data import settings as data_config
 from wsabie_jax.experiments import benchmarking, tables
 from wsabie_jax.experiments import run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
@@ -188,7 +188,7 @@ def _loop_configs(small: bool) -> dict:
   """The default job, and the LightFM side by side's synthetic settings (Y = d = 10,000,
   ~50 non-zeros, K = 20, B = 512, C = 3, lr 0.2)."""
   default = tables.load('wsabie_synthetic' + (':small' if small else ''))
-  data = presets.synthetic_data(num_labels=500 if small else 10_000,
+  data = data_config.synthetic_data(num_labels=500 if small else 10_000,
                                 num_features=1000 if small else 10_000, nnz=20 if small else 50,
                                 signal=0.5)
   data.update(num_train=20_000 if small else 200_000, num_test=1000, validation_fraction=0.01)

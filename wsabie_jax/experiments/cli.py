@@ -20,10 +20,10 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from wsabie_jax import config as config_lib
-from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.core.metrics import NonFiniteScores
 from wsabie_jax.data import DataError
-from wsabie_jax.parts.wordnet import WordNetMissing
+from wsabie_jax.data.wordnet import WordNetMissing
 from wsabie_jax.training.checkpoints import CheckpointError
 from wsabie_jax.training.interrupts import Interrupted
 from wsabie_jax.training.loop import Diverged

@@ -29,11 +29,12 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax import config as config_lib
-from wsabie_jax.config import presets
+from wsabie_jax.data import settings as data_settings
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, load_splits
 from wsabie_jax.experiments import benchmarking, run
 from wsabie_jax.methods import wsabie as wsabie_method
+from wsabie_jax.wsabie import fitting
 
 KS = (1, 5)
 VALID_FRACTION = 0.1  # ours: carved from the training file to choose the checkpoint
@@ -46,12 +47,12 @@ def data_config(spec: str):
   if spec == 'corel5k':
     from wsabie_jax.data import corel5k_paths
     train, test, labels = corel5k_paths()
-    name, data = 'corel5k', presets.file_data('mulan', train, test, labels)
+    name, data = 'corel5k', data_settings.file_data('mulan', train, test, labels)
   elif spec.startswith('libsvm:'):
     _, train, test = spec.split(':')
-    name, data = pathlib.Path(train).stem, presets.file_data('libsvm', train, test)
+    name, data = pathlib.Path(train).stem, data_settings.file_data('libsvm', train, test)
   else:
-    data = presets.mulan_folder(spec)
+    data = data_settings.mulan_folder(spec)
     name = pathlib.Path(data.train_path).name[:-len('-train.arff')]
   data.validation_fraction = 0.0
   return name, data
@@ -60,19 +61,17 @@ def data_config(spec: str):
 def ours_settings(config_path: str, data, train, overrides: dict | None = None, **knobs):
   """(StepConfig, batch size, config): the config file with this data (its
   normalisation and bias feature kept), `overrides` ({'model.dim': 64, …})
-  applied, then the file's `fit(config, train, **knobs)` when it has one
-  (configs/wsabie_mulan.py), else its draws capped at the Y − 1 negatives."""
-  module = config_lib.load_module(config_path)
-  config = module.get_config()
+  applied, then its 'auto' fields fitted by wsabie/fitting.py's rules
+  (`knobs` changes them), its draws capped at the Y − 1 negatives."""
+  config = config_lib.load(config_path)
   config.data = ml_collections.ConfigDict({**data.to_dict(),
-                                           'bias_feature': config.data.get('bias_feature', 0.0),
+                                           'bias_feature': config.data.bias_feature,
                                            'normalize': config.data.normalize})
   for path, value in (overrides or {}).items():
     section, key = path.split('.')
     config[section][key] = value
-  if hasattr(module, 'fit'):
-    config = module.fit(config, train, **knobs)
-  else:
+  config, _ = fitting.resolve(config, train, fitting.Rules(**knobs))  # its 'auto' fields
+  if config.loss.kind != 'exact':
     config.loss.num_draws = min(config.loss.num_draws, train.num_labels - 1)
   return wsabie_method.step_config(config, train.num_labels), config.train.batch_size, config
 

@@ -15,7 +15,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bo
   (methods.check: a ConfigError before the workdir is touched); `force_new`
   moves a previous run in workdir aside instead of resuming it;
   `allow_data_change` resumes on data files that changed since."""
-  methods.check(config)
+  config = methods.check(config)
   return loop.train_and_evaluate(config, workdir, methods.build, force_new, allow_data_change)
 
 

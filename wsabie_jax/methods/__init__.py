@@ -7,7 +7,8 @@ Each module (wsabie.py, skipgram.py, parts.py) defines the same functions:
   like_state(config, vocab)            a state shaped like a workdir's checkpoints
   scorer(config, vocab, state)         (embed_fn, labels_YxD): what annotation ranks with
   evaluate(config, vocab, state, split, baseline)   a restored model's metrics on a split
-  check_config(config)                 its sections' types and ranges (ValueError)
+  check_config(config) -> {section: dataclass}   its sections read and checked (ValueError)
+  fit(config) -> (config, {field: value})         its 'auto' fields fitted to the data
 
 An explicit dict, no registration by import side effect.
 """
@@ -18,7 +19,8 @@ from types import ModuleType
 
 import ml_collections
 
-from wsabie_jax.config.validate import ConfigError, check_shared
+from wsabie_jax.config.schema import ConfigError
+from wsabie_jax.training import settings
 
 REGISTRY = {
     'wsabie': 'wsabie_jax.methods.wsabie',      # paper 000 (and 001, 003)
@@ -34,24 +36,28 @@ def get(name: str) -> ModuleType:
 
 
 def of(config: ml_collections.ConfigDict) -> ModuleType:
-  """The module of config.method ('wsabie' when absent)."""
-  return get(config.get('method', 'wsabie'))
+  """The module of config.method."""
+  if 'method' not in config:
+    raise ValueError(f'config.method is missing: one of {sorted(REGISTRY)}')
+  return get(config.method)
 
 
 def build(config: ml_collections.ConfigDict, mesh):
   return of(config).build(config, mesh)
 
 
-def check(config: ml_collections.ConfigDict) -> None:
+def check(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """Every section of a config checked before a run touches anything: raises
-  ConfigError naming the first bad field (or the unknown keys, and the valid ones)."""
+  ConfigError naming the first bad field (or the unknown keys, and the valid
+  ones). Returns the config with the defaults of what it leaves out filled in."""
   try:
     module = of(config)
     valid = set(module.base_config())
     unknown = sorted(set(config) - valid)
     if unknown:
       raise ValueError(f'config: unknown section(s) {unknown}; valid: {sorted(valid)}')
-    module.check_config(config)
+    sections = module.check_config(config)
   except (ValueError, TypeError) as error:
     raise ConfigError(str(error)) from None
-  check_shared(config)
+  settings.check_shared(config)
+  return settings.complete(config, sections)

@@ -9,22 +9,12 @@ import numpy as np
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import SparseDataset, batching, dataset
 from wsabie_jax import data as data_lib
-from wsabie_jax.parts import wordnet
 from wsabie_jax.training.method import Method
-
-
-def synthetic_vocabulary(config: ml_collections.ConfigDict):
-  """The synsets of synthetic data in WordNet mode (None otherwise): data/
-  itself never reads WordNet, so the methods hand it the vocabulary."""
-  cfg = config.data
-  if cfg.kind in ('synthetic', 'shards') and cfg.synthetic.get('vocabulary') == 'wordnet':
-    return wordnet.synthetic_vocabulary(cfg.synthetic.num_labels)
-  return None
 
 
 def load_splits(config: ml_collections.ConfigDict):
   """(train, valid, test) of config.data."""
-  return data_lib.load_splits(config.data, synthetic_vocabulary(config))
+  return data_lib.load_splits(config.data)
 
 
 def eval_kwargs(config, data) -> dict:
@@ -97,4 +87,4 @@ def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> M
                  f'images, {train.num_labels} labels, {train.num_features} features; '
                  f'{train.skipped_empty} examples skipped for empty label sets')
   return Method(validate=validate, test=test_fn, select_metrics=frozenset(selectable),
-                description=description, **fields)
+                description=description, config=config, **fields)

@@ -23,15 +23,17 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.baselines import linear
-from wsabie_jax.config import from_config, presets, to_config
-from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.config import from_config, to_config
+from wsabie_jax.data import settings as data_config
+from wsabie_jax.training import settings as run_config
+from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import dataset
 from wsabie_jax.methods import common
 from wsabie_jax.parts import evaluation as parts_eval
 from wsabie_jax.parts import proxy
 from wsabie_jax.parts import step as parts
-from wsabie_jax.parts import wordnet
+from wsabie_jax.data import wordnet
 from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
 
@@ -44,14 +46,14 @@ def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml
   (parts/proxy.py) on synset-labelled data (the WordNet-mode synthetic default)."""
   defaults = to_config(parts.PartsConfig)
   if data is None:
-    data = presets.synthetic_data(vocabulary='wordnet', num_labels=1000, num_features=5000,
-                                  signal=0.5)
+    data = data_config.synthetic_data(vocabulary='wordnet', num_labels=1000, num_features=5000,
+                                      signal=0.5)
     data.update(num_train=60_000, num_test=0)
   data.validation_fraction = 0.0   # the proxy builder splits the images itself
-  train = presets.train(max_steps=6000, eval_every_steps=500, patience=6,
-                        select_metric='iw_pair_map')
-  return presets.assemble('parts', {name: defaults[name] for name in SECTIONS}, data,
-                          proxy=to_config(proxy.ProxyConfig), **{'train': train, **sections})
+  train = run_config.train(max_steps=6000, eval_every_steps=500, patience=6,
+                           select_metric='iw_pair_map')
+  return run_config.assemble('parts', {name: defaults[name] for name in SECTIONS}, data,
+                             proxy=to_config(proxy.ProxyConfig), **{'train': train, **sections})
 
 
 def parts_config(config: ml_collections.ConfigDict, num_labels: int) -> parts.PartsConfig:
@@ -59,9 +61,9 @@ def parts_config(config: ml_collections.ConfigDict, num_labels: int) -> parts.Pa
                      num_labels=num_labels)
 
 
-def check_config(config: ml_collections.ConfigDict) -> None:
-  parts_config(config, num_labels=2)
-  _proxy_settings(config)
+def check_config(config: ml_collections.ConfigDict) -> dict:
+  cfg = parts_config(config, num_labels=2)
+  return {**{name: getattr(cfg, name) for name in SECTIONS}, 'proxy': _proxy_settings(config)}
 
 
 def _proxy_settings(config) -> proxy.ProxyConfig:
@@ -154,8 +156,13 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       select_metrics=frozenset(names),
       vocabulary={**common.vocabulary(train),
                   'relations': np.asarray(data.relations_Rx2).tolist()},
-      description=description,
+      description=description, config=config,
       pure_step=lambda state, batch: parts.train_step(cfg, state, batch))
+
+
+def fit(config: ml_collections.ConfigDict) -> tuple[ml_collections.ConfigDict, dict]:
+  """Fits nothing to the data: (the config, {})."""
+  return config, {}
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict) -> parts.PartsState:

@@ -17,9 +17,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from wsabie_jax.config import from_config, presets, to_config
+from wsabie_jax.config import from_config, to_config
+from wsabie_jax.data import settings as data_config
+from wsabie_jax.training import settings as run_config
 from wsabie_jax.core import evaluation, precision
 from wsabie_jax.core import samplers
+from wsabie_jax import data as data_lib
 from wsabie_jax.data import SparseDataset, batching, dataset, synthetic, synthetic_spec
 from wsabie_jax.methods import common
 from wsabie_jax.skipgram import oov
@@ -35,11 +38,11 @@ def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml
   """Paper 004's defaults on the given data (the synthetic default when None):
   sections model, loss, optim (skipgram/step.py), words, oov."""
   defaults = to_config(skipgram_step.SkipGramConfig)
-  return presets.assemble(
+  return run_config.assemble(
       'skipgram', {name: defaults[name] for name in SECTIONS},
-      data if data is not None else presets.synthetic_data(),
+      data,
       words=to_config(word_vectors.WordsConfig), oov=to_config(oov.OOVConfig),
-      **{'train': presets.train(select_metric='p@5'), **sections})
+      **{'train': run_config.train(select_metric='p@5'), **sections})
 
 
 def skipgram_config(config: ml_collections.ConfigDict, num_features: int,
@@ -48,10 +51,11 @@ def skipgram_config(config: ml_collections.ConfigDict, num_features: int,
                      num_features=num_features, num_tags=num_tags)
 
 
-def check_config(config: ml_collections.ConfigDict) -> None:
-  skipgram_config(config, num_features=1, num_tags=1)
-  from_config(word_vectors.WordsConfig, config.words, 'config.words')
-  from_config(oov.OOVConfig, config.oov, 'config.oov')
+def check_config(config: ml_collections.ConfigDict) -> dict:
+  cfg = skipgram_config(config, num_features=1, num_tags=1)
+  return {**{name: getattr(cfg, name) for name in SECTIONS},
+          'words': from_config(word_vectors.WordsConfig, config.words, 'config.words'),
+          'oov': from_config(oov.OOVConfig, config.oov, 'config.oov')}
 
 
 def initial_words(config: ml_collections.ConfigDict, train: SparseDataset) -> word_vectors.WordTable:
@@ -62,7 +66,7 @@ def initial_words(config: ml_collections.ConfigDict, train: SparseDataset) -> wo
     if config.data.kind != 'synthetic':
       raise ValueError("config.words.source='synthetic' needs config.data.kind='synthetic'")
     spec = synthetic_spec(config.data)
-    vocab = common.synthetic_vocabulary(config)
+    vocab = data_lib.synthetic_vocabulary(spec)
     names, vectors = synthetic.pretrained_word_vectors(
         spec, synthetic.make_world(spec, vocab), dim, words.noise, words.scale, words.extra)
   elif words.source == 'file':
@@ -123,6 +127,11 @@ def _scorer(cfg: skipgram_step.SkipGramConfig, state, num_labels: int):
 
 def _seen(vocab: dict) -> int:
   return vocab.get('num_seen_labels') or len(vocab['label_names'])
+
+
+def fit(config: ml_collections.ConfigDict) -> tuple[ml_collections.ConfigDict, dict]:
+  """Fits nothing to the data: (the config, {})."""
+  return config, {}
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict):

@@ -2,22 +2,28 @@
 
 Config sections model, loss and optim are wsabie/step.py's ModelConfig,
 LossConfig and OptimConfig, field for field (`base_config` writes their
-defaults); data, train and eval are the shared presets.
+defaults); data, train and eval are the shared sections (data/settings.py,
+training/settings.py).
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import jax
 import ml_collections
 
 from wsabie_jax import data as data_lib
-from wsabie_jax.config import from_config, presets, to_config
+from wsabie_jax.config import from_config, to_config
+from wsabie_jax.data import settings as data_config
+from wsabie_jax.training import settings as run_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
 from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
-from wsabie_jax.wsabie import step as step_lib
+from wsabie_jax.wsabie import fitting, step as step_lib
+
+log = logging.getLogger('wsabie_jax')
 
 SECTIONS = ('model', 'loss', 'optim')
 
@@ -25,8 +31,8 @@ SECTIONS = ('model', 'loss', 'optim')
 def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml_collections.ConfigDict:
   """WSABIE's defaults on the given data (the synthetic default when None)."""
   defaults = to_config(step_lib.StepConfig)
-  return presets.assemble('wsabie', {name: defaults[name] for name in SECTIONS},
-                          data if data is not None else presets.synthetic_data(), **sections)
+  return run_config.assemble('wsabie', {name: defaults[name] for name in SECTIONS}, data,
+                             **sections)
 
 
 def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.StepConfig:
@@ -34,8 +40,9 @@ def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.
                      num_labels=num_labels)
 
 
-def check_config(config: ml_collections.ConfigDict) -> None:
-  step_config(config, num_labels=2)
+def check_config(config: ml_collections.ConfigDict) -> dict:
+  cfg = step_config(config, num_labels=2)
+  return {name: getattr(cfg, name) for name in SECTIONS}
 
 
 def init_state(config, num_features: int, num_labels: int) -> step_lib.TrainState:
@@ -46,13 +53,16 @@ def init_state(config, num_features: int, num_labels: int) -> step_lib.TrainStat
 def build(config: ml_collections.ConfigDict, mesh) -> Method:
   splits = common.load_splits(config)
   train = splits[0]
+  config, values = fitting.resolve(config, train)  # the 'auto' fields
+  if values:
+    log.info('fitted to the data: %s', ', '.join(f'{k}={v}' for k, v in values.items()))
   cfg = step_config(config, train.num_labels)
   # (before the stream allocates a batch: rows ≥ images)
   parallel.check_batch(config.train.batch_size, getattr(train, 'num_images', math.inf))
   stream = data_lib.pair_stream(train, config.train.batch_size, config.seed, mesh.devices.size,
-                                config.train.get('positives_per_row', 1))
+                                config.train.positives_per_row)
   probe = None
-  if config.train.get('probe_pairs', 0):  # fixed training pairs, for paper 003 Fig. 1
+  if config.train.probe_pairs:  # fixed training pairs, for paper 003 Fig. 1
     probe = data_lib.pair_stream(train, config.train.probe_pairs, config.seed + 1).batch(0)
 
   def on_validation(state) -> dict:
@@ -70,6 +80,11 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       pure_step=lambda state, batch: step_lib.train_step(cfg, state, batch),
       # Without a per-device step the step runs whole on every device (GSPMD).
       local_step=step_lib.local_train_step(cfg) if step_lib.has_local_step(cfg) else None)
+
+
+def fit(config: ml_collections.ConfigDict) -> tuple[ml_collections.ConfigDict, dict]:
+  """The config with its 'auto' fields fitted to the training data, and {field: value}."""
+  return fitting.resolve(config, common.load_splits(config)[0])
 
 
 def like_state(config: ml_collections.ConfigDict, vocab: dict) -> step_lib.TrainState:

@@ -74,7 +74,7 @@ def plans_on_host(train, mesh) -> bool:
   """Whether the host plans the calls' packs (`train.plan_packs`, one of
   config.validate.PLAN_PACKS; 'auto': where the devices are CPUs; the module
   docstring says why)."""
-  where = train.get('plan_packs', 'auto')
+  where = train.plan_packs
   return where == 'host' or (where == 'auto' and mesh.devices.flat[0].platform == 'cpu')
 
 
@@ -110,8 +110,8 @@ class Dispatcher:
                eval_every: int | None = None):
     self.mesh, self._method = method.mesh, method
     self.multi = self.mesh.devices.size > 1
-    self.options = compiler_options(train.get('deterministic', False))
-    per_call = train.get('steps_per_call', 1)
+    self.options = compiler_options(train.deterministic)
+    per_call = train.steps_per_call
     stream = method.stream
     self.planned = False  # the host plans the packs (resident calls only)
     # The validation interval the calls are cut at (the loop's: it may change it).

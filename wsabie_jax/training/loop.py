@@ -26,7 +26,7 @@ import numpy as np
 
 from wsabie_jax.core import metrics as metrics_lib
 from wsabie_jax.training import (checkpoints, dispatch, hosts, identity, interrupts, parallel,
-                                 workdir as workdir_lib)
+                                 settings, workdir as workdir_lib)
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.progress import Progress
 from wsabie_jax.training.recorder import Clock, Recorder, Summaries, objects_frozen, read_stats
@@ -65,16 +65,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
     workdir_lib.check_for_training(workdir)
     created = not workdir.exists()
     workdir.mkdir(parents=True, exist_ok=True)
-  platform = config.train.get('platform', '')
+  platform = config.train.platform
   written = False
   try:
     # Before anything is written: a mesh that leaves out a process is an error on every one.
-    mesh = parallel.make_mesh(config.train.get('num_devices', 0),
+    mesh = parallel.make_mesh(config.train.num_devices,
                               jax.devices(platform) if platform else None)
     with workdir_lib.Lock(workdir) if writer else contextlib.nullcontext():
       if writer:
         workdir_lib.check_resume(workdir, config, run_identity, allow_data_change)
       method = build(config, mesh)
+      config = method.config  # ('auto' fields fitted to the data)
+      settings.check_fitted(config, config.method)
       parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
                           method.description)
       parallel.check_batch(config.train.batch_size, method.stream.num_examples)
@@ -162,14 +164,14 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   clock = Clock(r['train_seconds'], r['step_seconds'])
   # A fast run on a small set runs many epochs a second and can overfit between
   # budget-spread validations; max_epochs_between_evals caps the interval.
-  epochs_cap = train.get('max_epochs_between_evals', 0.0)
+  epochs_cap = train.max_epochs_between_evals
   cap = (max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap
          else math.inf)
   # The validation interval: steps.eval_every, which also cuts the calls.
   every = min(r.get('eval_every_steps') or train.eval_every_steps, cap)
   steps = dispatch.Dispatcher(train, method, start_step, total_steps, eval_every=every)
   log.info('%s: %d steps a call (%s)', method.mesh.devices.flat[0].platform,
-           train.get('steps_per_call', 1), steps.mode)
+           train.steps_per_call, steps.mode)
   state = steps.place(state)
   step, pending = start_step, None
   # Steps known finished and the step time by then, counted from the end of the
@@ -203,7 +205,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         # (not on a signal: validating off schedule would make the resumed run differ)
         last = step == total_steps or stop == 'max_seconds'
         fitted = 0
-        if ('eval_every_steps' not in r and train.max_seconds and train.get('evals_per_budget', 0)
+        if ('eval_every_steps' not in r and train.max_seconds and train.evals_per_budget
             and finished is not None):
           # The calls' finished steps, read off the check above: waiting on the
           # device to time them would stall the pipeline on every call until fitted.

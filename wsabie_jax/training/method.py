@@ -21,6 +21,9 @@ class Method(NamedTuple):
   select_metrics: frozenset              # what config.train.select_metric may name
   vocabulary: dict                       # the workdir's vocabulary.json
   description: str                       # the data, for the log
+  # The config it was built from, with the values fitted to the data in place
+  # of 'auto' (wsabie/fitting.py): what the run's config.json records.
+  config: Any
   # A per-device step with its own collectives over parallel.AXIS, run under
   # shard_map when the mesh has several devices (None: pure_step, partitioned).
   local_step: Callable | None = None

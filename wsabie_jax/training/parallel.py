@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from wsabie_jax.config.validate import ConfigError
+from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.core import row_optim
 
 

@@ -20,7 +20,7 @@ import time
 import ml_collections
 import numpy as np
 
-from wsabie_jax.training import checkpoints, identity
+from wsabie_jax.training import checkpoints, identity, settings
 
 log = logging.getLogger('wsabie_jax')
 
@@ -151,11 +151,9 @@ def _alive(pid) -> bool:
 # Fields a resumed run may change: budgets, schedules of logs/validation/
 # checkpoints, devices and how steps are dispatched, evaluation memory. Any
 # other difference changes shapes or what is being trained.
-MAY_CHANGE = frozenset({
-    'train.max_seconds', 'train.num_epochs', 'train.max_steps', 'train.log_every_steps',
-    'train.eval_every_steps', 'train.evals_per_budget', 'train.checkpoint_every_steps', 'train.patience',
-    'train.num_devices', 'train.platform', 'train.steps_per_call', 'train.deterministic',
-    'eval.batch_size', 'eval.label_chunk', 'loss.label_chunk'})
+# Fields marked MAY_CHANGE in training/settings.py, and the methods' scoring
+# chunk (memory only).
+MAY_CHANGE = settings.MAY_CHANGE_FIELDS | {'loss.label_chunk'}
 
 
 def check_resume(workdir, config: ml_collections.ConfigDict, now: dict,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated
 
-from wsabie_jax.config.schema import UNBOUNDED, check_choices, check_ranges
+from wsabie_jax.config.schema import AUTO, UNBOUNDED, check_choices, check_ranges
 from wsabie_jax.core import model, precision, row_optim
 from wsabie_jax.wsabie import warp
 
@@ -38,8 +38,10 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LossConfig:
-  kind: str = 'warp'            # 'warp' (Alg. 1) | 'auc' (one negative, plain hinge) | 'exact' (OWPC-SGD)
-  num_draws: int = 100          # K, the fixed budget of parallel draws
+  # 'warp' (Alg. 1) | 'auc' (one negative, plain hinge) | 'exact' (OWPC-SGD) |
+  # 'auto': exact where K covers every negative, else warp (wsabie/fitting.py)
+  kind: str = 'warp'
+  num_draws: Annotated[int, AUTO] = 100  # K, the fixed budget of parallel draws
   sampler: str = 'uniform'      # 'uniform' (Alg. 1) | 'adaptive' (VSE-ens, paper 003 Alg. 1)
   rank_scale: float = 0.01      # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
   refresh_every_pairs: int = 0  # adaptive: re-sort the lists after this many pairs (0: Y·ln Y)
@@ -54,7 +56,7 @@ class LossConfig:
   def __post_init__(self):
     check_ranges(self, 'loss', num_draws='>=1', margin='>=0', label_chunk='>=1',
                  refresh_every_pairs='>=0')
-    check_choices(self, {'kind': LOSSES, 'pairwise': PAIRWISE, 'rank_weights': warp.RANK_WEIGHTS,
+    check_choices(self, {'kind': LOSSES + (AUTO,), 'pairwise': PAIRWISE, 'rank_weights': warp.RANK_WEIGHTS,
                           'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
                           'sampler': SAMPLERS})
     if self.kind == 'exact' and self.pairwise != 'hinge':
@@ -73,7 +75,7 @@ class LossConfig:
 @dataclasses.dataclass(frozen=True)
 class OptimConfig:
   kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (a fixed rate, as the paper)
-  learning_rate: float = 0.1
+  learning_rate: Annotated[float, AUTO] = 0.1
   adagrad_init: float = 0.1
   l2: float = 0.0               # λ·row added to each touched row's gradient (paper 003: 0.01)
 

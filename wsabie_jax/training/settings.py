@@ -1,0 +1,169 @@
+"""The config's train and eval sections, field for field (config/schema.py
+writes their defaults out and reads them back: the one home of each default)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import ml_collections
+
+from wsabie_jax.config.schema import (AUTO, MAY_CHANGE, ConfigError, check_choices, check_ranges, check_type,
+                                      from_config, marked, to_config)
+from wsabie_jax.data import settings as data_settings
+
+PLATFORMS = ('', 'cpu', 'gpu', 'cuda', 'rocm', 'tpu')
+PLAN_PACKS = ('auto', 'host', 'device')  # training/dispatch.py
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  # Rows a step (WSABIE: pairs, or images holding positives_per_row pairs);
+  # 'auto': fitted to the data's size by the method (configs/wsabie_mulan.py).
+  batch_size: Annotated[int, AUTO] = 256
+  # WSABIE: a row holds one image and up to this many of its positive pairs,
+  # embedded and scored once for all of them (data/batching.PairStream); 1: a pair a row.
+  positives_per_row: Annotated[int, AUTO] = 1
+  num_epochs: Annotated[int, MAY_CHANGE] = 15
+  # > 0 overrides num_epochs
+  max_steps: Annotated[int, MAY_CHANGE] = 0
+  # > 0: stop on this wall-clock budget
+  max_seconds: Annotated[float, MAY_CHANGE] = 0.0
+  log_every_steps: Annotated[int, MAY_CHANGE] = 50
+  eval_every_steps: Annotated[int, MAY_CHANGE] = 1000
+  # > 0 with max_seconds: validate about this many times in the budget,
+  # whatever the speed (training/hooks.py ValidationSpacing).
+  evals_per_budget: Annotated[int, MAY_CHANGE] = 0
+  max_epochs_between_evals: float = 0.0  # > 0: validate at least every this many epochs
+  eval_subset: int = 2000       # validation images per evaluation
+  # evaluations without improvement before stopping
+  patience: Annotated[int, MAY_CHANGE] = 4
+  checkpoint_every_steps: Annotated[int, MAY_CHANGE] = 2000
+  select_metric: str = 'p@1'    # one of the method's validation metrics
+  # data parallel over this many devices (0: all)
+  num_devices: Annotated[int, MAY_CHANGE] = 0
+  # '' the default backend's devices | 'cpu' | 'gpu' | 'tpu'
+  platform: Annotated[str, MAY_CHANGE] = ''
+  # Steps a dispatch (one lax.fori_loop; training/dispatch.py); 1: one dispatch
+  # a step, batches built on the host.
+  steps_per_call: Annotated[int, MAY_CHANGE] = 16
+  # Where a call's packed non-zeros are planned: 'host', 'device', or 'auto'
+  # (the host where the devices are CPUs).
+  plan_packs: str = 'auto'
+  # GPU: XLA's deterministic ops, so a resumed run equals an uninterrupted one
+  # bit for bit; repeated rows' scatter-adds then run in a fixed order, many
+  # times slower (docs/SCALE.md).
+  deterministic: Annotated[bool, MAY_CHANGE] = False
+  # > 0: Alg. 1's expected draws per update on this many training pairs at each
+  # validation (paper 003 Fig. 1).
+  probe_pairs: int = 0
+
+  def __post_init__(self):
+    check_ranges(self, 'train', batch_size='>=1', positives_per_row='>=1', num_epochs='>=0',
+                 max_steps='>=0', max_seconds='>=0', log_every_steps='>=1',
+                 eval_every_steps='>=1', evals_per_budget='>=0', max_epochs_between_evals='>=0',
+                 eval_subset='>=0', patience='>=1', checkpoint_every_steps='>=1',
+                 num_devices='>=0', steps_per_call='>=1', probe_pairs='>=0')
+    check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS})
+    if not (self.max_steps or self.num_epochs):
+      raise ValueError('train: num_epochs and max_steps are both 0 (nothing to train)')
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+  ks: tuple[int, ...] = (1, 5, 10)  # p@k, r@k, psib@k
+  f1_k: int = 5                 # F1 of the top f1_k labels
+  batch_size: Annotated[int, MAY_CHANGE] = 256  # images scored at once
+  # labels scored at once (memory O(batch_size·label_chunk))
+  label_chunk: Annotated[int, MAY_CHANGE] = 4096
+
+  def __post_init__(self):
+    check_ranges(self, 'eval', f1_k='>=1', batch_size='>=1', label_chunk='>=1')
+    if not self.ks or min(self.ks) < 1:
+      raise ValueError(f'eval.ks={self.ks} must be positive ranks')
+
+
+SHARED = {'train': TrainConfig, 'eval': EvalConfig}
+# The fields a resumed run may change (training/workdir.py checks the others).
+MAY_CHANGE_FIELDS = marked(TrainConfig, MAY_CHANGE, 'train') | marked(EvalConfig, MAY_CHANGE, 'eval')
+
+
+def train(**overrides) -> ml_collections.ConfigDict:
+  return to_config(TrainConfig, **overrides)
+
+
+def evaluation(**overrides) -> ml_collections.ConfigDict:
+  return to_config(EvalConfig, **overrides)
+
+
+def assemble(method: str, method_sections: ml_collections.ConfigDict,
+             data: ml_collections.ConfigDict | None = None, seed: int = 0,
+             **sections) -> ml_collections.ConfigDict:
+  """A whole config: the method's sections, data (the synthetic default when
+  None), train and eval (defaults unless given), and any further sections (a
+  method's own, e.g. `words`)."""
+  c = ml_collections.ConfigDict()
+  c.method = method
+  c.seed = seed
+  c.data = data if data is not None else data_settings.synthetic_data()
+  for name, section in method_sections.items():
+    c[name] = section
+  c.train = sections.pop('train', None) or train()
+  c.eval = sections.pop('eval', None) or evaluation()
+  for name, section in sections.items():
+    c[name] = section
+  return c
+
+
+def check_shared(config: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError on the first bad field of config.seed, .train, .eval or .data."""
+  try:
+    seed = config.seed if 'seed' in config else 0
+    check_type('config.seed', seed, int)
+    check_ranges({'seed': seed}, 'config', seed='>=0')  # (numpy's RNGs)
+    for name, cls in SHARED.items():
+      from_config(cls, config[name] if name in config else {}, f'config.{name}')
+    data_settings.of(config.data if 'data' in config else {})
+  except ValueError as error:
+    raise ConfigError(str(error)) from None
+
+
+def complete(config: ml_collections.ConfigDict, sections: dict | None = None
+             ) -> ml_collections.ConfigDict:
+  """`config` (in place) with every shared field a value of its type: the
+  defaults fill what a hand-made config leaves out, so nothing downstream
+  needs a fallback, and a `--config.train.batch_size=512` override of an
+  'auto' field is the int 512. `sections`: the method's own, read by its
+  dataclasses ({name: instance}), written back the same way. Call after
+  check_shared."""
+  with config.unlocked(), config.ignore_type():
+    if 'seed' not in config:
+      config.seed = 0
+    for name, default in (('data', data_settings.synthetic_data), ('train', train),
+                          ('eval', evaluation)):
+      if name not in config:
+        config[name] = default()
+    typed = {'data': data_settings.of(config.data),
+             **{name: from_config(cls, config[name], f'config.{name}')
+                for name, cls in SHARED.items()}, **(sections or {})}
+    for name, values in typed.items():
+      _write(config[name], dataclasses.asdict(values))
+  return config
+
+
+def _write(section: ml_collections.ConfigDict, fields: dict) -> None:
+  for key, value in fields.items():
+    if isinstance(value, dict):
+      if key not in section:
+        section[key] = ml_collections.ConfigDict()
+      _write(section[key], value)
+    elif key not in section or section[key] != value or type(section[key]) is not type(value):
+      section[key] = value
+
+
+def check_fitted(config: ml_collections.ConfigDict, method: str) -> None:
+  """Raises ConfigError naming a shared field still 'auto' after the method was
+  built (a method that fits no values to the data)."""
+  for name in ('batch_size', 'positives_per_row'):
+    if config.train[name] == AUTO:
+      raise ConfigError(f"config.train.{name}='auto': method {method!r} fits no values to the "
+                        'data; give a number')

@@ -1,0 +1,85 @@
+"""WSABIE settings fitted to the training set's sizes: the fields a config
+writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
+(methods/wsabie.py) and written into the run's config.json.
+
+  loss.num_draws      K = min(Y − 1, max_draws): every violator's rank counted
+                      among K draws; a step's cost never grows with Y beyond it
+  loss.kind           'exact' where K = Y − 1 would draw every negative (eq. (6)
+                      with (7): every label scored, its violators counted; no
+                      draws, the same B·Y·D cost), else 'warp'
+  optim.learning_rate exact_learning_rate for the exact rank, else learning_rate
+  train.positives_per_row
+                      Q = ⌈mean positives⌉ + 1: an image is embedded and scored
+                      once for up to Q of its positives, which share its K draws
+  train.batch_size    B = the power of two nearest rows / steps_per_epoch, within
+                      [min_batch, max_batch] (a step's fixed cost would dominate
+                      smaller ones)
+
+The rules' constants were chosen on validation splits of a panel of six real
+data sets (README "Defaults across data"; experiments/panel.py SEARCH).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import ml_collections
+import numpy as np
+
+from wsabie_jax.config.schema import AUTO
+
+FIELDS = ('loss.num_draws', 'loss.kind', 'optim.learning_rate', 'train.positives_per_row',
+          'train.batch_size')
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+  steps_per_epoch: int = 6      # B: about this many steps an epoch
+  max_draws: int = 100          # K caps here
+  min_batch: int = 128          # B's floor (search round 5)
+  max_batch: int = 1024         # B's ceiling
+  group_pairs: bool = True      # False: a pair a row (Q = 1)
+  exact_ranks: bool = True      # the exact rank where K would cover every negative
+  learning_rate: float = 0.01   # Adagrad's rate with draws
+  exact_learning_rate: float = 0.005  # the exact rank's (search round 6)
+
+
+def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> dict:
+  """{'section.field': value} for each field of FIELDS the config sets to 'auto'."""
+  Y = train.num_labels
+  num_pos = np.diff(train.label_indptr)
+  num_pos = num_pos[num_pos > 0]
+  Q = int(math.ceil(num_pos.mean())) + 1 if num_pos.size and rules.group_pairs else 1
+  K = max(1, min(Y - 1, rules.max_draws))
+  kind = config.loss.kind
+  if kind == AUTO:
+    kind = 'exact' if rules.exact_ranks and Y - 1 <= rules.max_draws else 'warp'
+  if config.train.positives_per_row != AUTO:
+    Q = config.train.positives_per_row
+  rows = int(np.sum(-(-num_pos // Q)) * (1 - config.data.validation_fraction))
+  B = int(np.clip(2 ** round(math.log2(max(rows / rules.steps_per_epoch, 1))),
+                  rules.min_batch, rules.max_batch))
+  values = {'loss.num_draws': K, 'loss.kind': kind,
+            'optim.learning_rate': rules.exact_learning_rate if kind == 'exact'
+            else rules.learning_rate,
+            'train.positives_per_row': Q, 'train.batch_size': B}
+  return {name: value for name, value in values.items() if _get(config, name) == AUTO}
+
+
+def resolve(config: ml_collections.ConfigDict, train,
+            rules: Rules = Rules()) -> tuple[ml_collections.ConfigDict, dict]:
+  """(a copy of the config with its 'auto' fields fitted, {field: value fitted})."""
+  values = fitted(config, train, rules)
+  if not values:
+    return config, {}
+  out = ml_collections.ConfigDict(config.to_dict())
+  with out.ignore_type():  # ('auto' is a str)
+    for name, value in values.items():
+      section, field = name.split('.')
+      out[section][field] = value
+  return out, values
+
+
+def _get(config, name: str):
+  section, field = name.split('.')
+  return config[section][field]
