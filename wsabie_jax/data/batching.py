@@ -100,7 +100,10 @@ class PairStream:
   (label_B, weight_B); Q > 1 gives label_BxQ and weight_BxQ (0 for padding),
   and a step embeds and scores each row's image once for its Q pairs
   (wsabie/step.py). Either way an epoch visits every pair once.
+  A ResidentStream (training/method.py) that plans its packs.
   """
+
+  resident, plans, held_bytes = True, True, None
 
   def __init__(self, ds: SparseDataset, batch_size: int, seed: int, packs: int = 1,
                positives_per_row: int = 1):
@@ -201,7 +204,10 @@ class ImageStream:
 
   The skip-gram objectives (paper 004) sample from an image's tags on device,
   so a batch holds whole images rather than (image, label) pairs.
+  A ResidentStream (training/method.py).
   """
+
+  resident, plans, held_bytes, pairs_per_row = True, False, None, 1.0
 
   def __init__(self, ds: SparseDataset, padded: PaddedImages, batch_size: int, seed: int):
     if ds.num_images == 0:
@@ -222,6 +228,10 @@ class ImageStream:
 
   def ids_block(self, first: int, n: int) -> np.ndarray:
     return self.order.ids_block(first, n).astype(np.int32)
+
+  @staticmethod
+  def budget(ids) -> None:  # (rows are padded, not packed)
+    return None
 
   def table(self) -> dict:
     p = self.padded

@@ -164,7 +164,10 @@ class ShardSet:
 
 
 class ShardedPairStream:
-  """Like batching.PairStream, over a ShardSet; holds one shard in memory."""
+  """Like batching.PairStream, over a ShardSet; holds one shard in memory. A
+  streamed Stream (training/method.py): each step's batch built on the host."""
+
+  resident, pairs_per_row = False, 1.0
 
   def __init__(self, shard_set: ShardSet, batch_size: int, seed: int):
     self.shards, self.batch_size, self.seed = shard_set, batch_size, seed

@@ -1,26 +1,46 @@
 """The method registry: `config.method` → the module that builds it.
 
-Each module (wsabie.py, skipgram.py, parts.py) defines the same functions:
-
-  base_config(data=None, **sections)   the method's config, defaults from its dataclasses
-  build(config, mesh) -> Method        what the training loop needs (training/method.py)
-  like_state(config, vocab)            a state shaped like a workdir's checkpoints
-  scorer(config, vocab, state)         (embed_fn, labels_YxD): what annotation ranks with
-  evaluate(config, vocab, state, split, baseline)   a restored model's metrics on a split
-  check_config(config) -> {section: dataclass}   its sections read and checked (ValueError)
-  fit(config) -> (config, {field: value})         its 'auto' fields fitted to the data
-
-An explicit dict, no registration by import side effect.
+Each module (wsabie.py, skipgram.py, parts.py) is a MethodModule: the same
+functions, checked by tests/contracts_test.py. An explicit dict, no
+registration by import side effect.
 """
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from typing import Any, Protocol
 
 import ml_collections
 
 from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.training import settings
+
+class MethodModule(Protocol):
+  """What a method's module defines (methods/wsabie.py is the model)."""
+
+  def base_config(self, data: ml_collections.ConfigDict | None = None,
+                  **sections) -> ml_collections.ConfigDict:
+    """The method's config on `data` (its default data when None), defaults
+    from its dataclasses and training/settings.py."""
+
+  def check_config(self, config: ml_collections.ConfigDict) -> dict:
+    """Its own sections read by their dataclasses, {name: instance} (ValueError naming a field)."""
+
+  def fit(self, config: ml_collections.ConfigDict) -> tuple[ml_collections.ConfigDict, dict]:
+    """The config with its 'auto' fields fitted to the training data, {field: value}."""
+
+  def build(self, config: ml_collections.ConfigDict, mesh) -> Any:
+    """A training/method.Method: what the training loop needs."""
+
+  def like_state(self, config: ml_collections.ConfigDict, vocab: dict) -> Any:
+    """A state shaped like a workdir's checkpoints, to restore into."""
+
+  def scorer(self, config: ml_collections.ConfigDict, vocab: dict, state) -> tuple:
+    """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD): what annotation ranks with."""
+
+  def evaluate(self, config: ml_collections.ConfigDict, vocab: dict, state, split: str,
+               baseline: bool) -> dict:
+    """A restored model's metrics on a split of its data."""
+
 
 REGISTRY = {
     'wsabie': 'wsabie_jax.methods.wsabie',      # paper 000 (and 001, 003)
@@ -29,13 +49,13 @@ REGISTRY = {
 }
 
 
-def get(name: str) -> ModuleType:
+def get(name: str) -> MethodModule:
   if name not in REGISTRY:
     raise ValueError(f'config.method={name!r} is not one of {sorted(REGISTRY)}')
   return importlib.import_module(REGISTRY[name])
 
 
-def of(config: ml_collections.ConfigDict) -> ModuleType:
+def of(config: ml_collections.ConfigDict) -> MethodModule:
   """The module of config.method."""
   if 'method' not in config:
     raise ValueError(f'config.method is missing: one of {sorted(REGISTRY)}')

@@ -111,7 +111,9 @@ def has_label(ds: SparseDataset, images_R: np.ndarray, labels_R: np.ndarray) -> 
 class QuadrupletStream:
   """Batch `step` of quadruplets from one split: a relation uniformly, then an image
   of its whole and a different image of its part uniformly (a pure function of
-  (seed, step), like the other streams)."""
+  (seed, step), like the other streams). A ResidentStream (training/method.py)."""
+
+  resident, plans, held_bytes, pairs_per_row = True, False, None, 1.0
 
   def __init__(self, ds: SparseDataset, relations_Rx2: np.ndarray, batch_size: int, seed: int):
     if len(relations_Rx2) == 0:
@@ -159,6 +161,14 @@ class QuadrupletStream:
   def ids(self, step: int) -> np.ndarray:
     """Batch `step`'s quadruplets as rows (io, lo, ip, lp): B×4."""
     return np.stack(self.quadruplets(step), axis=1).astype(np.int32)
+
+  def ids_block(self, first: int, n: int) -> np.ndarray:
+    """Steps first … first + n − 1's quadruplets, N×B×4 (drawn afresh each step)."""
+    return np.stack([self.ids(i) for i in range(first, first + n)])
+
+  @staticmethod
+  def budget(ids) -> None:  # (rows are padded, not packed)
+    return None
 
   def table(self) -> dict:
     return {'feat_idx': self.padded.feat_idx_nxF, 'feat_val': self.padded.feat_val_nxF}

@@ -118,7 +118,7 @@ class Dispatcher:
     self.eval_every = eval_every or train.eval_every_steps
     schedule = call_schedule(start_step, total_steps, per_call,
                              lambda: (self.eval_every, train.checkpoint_every_steps))
-    resident = hasattr(stream, 'table')
+    resident = stream.resident
     # Several processes: a streamed batch is built where it is used, each
     # process its own rows of every step's batch (streams take `rows`), never
     # the others'. Resident data is on every device already; ids are tiny.
@@ -133,13 +133,14 @@ class Dispatcher:
       calls = ((s, 1, self._counted(self._batch(stream, s)), None) for s, _ in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0), None)
     else:
-      self.planned = resident and hasattr(stream, 'plan') and plans_on_host(train, self.mesh)
+      self.planned = resident and stream.plans and plans_on_host(train, self.mesh)
       self.mode = ('resident, packs planned on the host' if self.planned else 'resident'
                    ) if resident else 'streamed'
       self._per_call, self._fns = per_call, {}
       self.table = self._replicate(stream.table()) if resident else {}
       calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
+    log.info('%s: %d steps a call (%s)', self.mesh.devices.flat[0].platform, per_call, self.mode)
     self.call_bytes = 0  # the most one call's input (its ids, plans or batches) has held
     self.calls = batching.prefetch(calls, size=self.PREFETCH, put=put)
     self._executables = {}  # by the packs' budget class and the inputs' shapes
@@ -150,7 +151,7 @@ class Dispatcher:
     stream's own cache (a shard), for the log."""
     mib = lambda n: f'{n / 2**20:,.1f} MiB'
     held = f'{self.PREFETCH + 2} calls of at most {mib(self.call_bytes)}'
-    cached = getattr(self._method.stream, 'held_bytes', None)
+    cached = self._method.stream.held_bytes
     return held + (f' + a shard of {mib(cached)}' if cached is not None else '')
 
   def place(self, state):
@@ -176,12 +177,12 @@ class Dispatcher:
 
   def _call_input(self, stream, first: int, n: int, per_call: int, resident: bool):
     """(first, n, the call's N stacked ids, plans or batches, the packs' budget or None)."""
-    if resident and hasattr(stream, 'ids_block'):  # one slice of the epoch order, not n
-      steps = list(stream.ids_block(first, n))
-    else:  # streamed batches, or ids drawn afresh each step (parts' quadruplets)
-      steps = [stream.ids(i) if resident else self._batch(stream, i) for i in range(first, first + n)]
-    xs = self._counted(jax.tree.map(lambda *x: np.stack(x), *steps))
-    budget = stream.budget(xs) if resident and hasattr(stream, 'budget') else None
+    if resident:  # the n steps' ids (one slice of the epoch order where there is one)
+      xs = self._counted(np.asarray(stream.ids_block(first, n)))
+      budget = stream.budget(xs)
+    else:  # streamed batches, built on the host
+      steps = [self._batch(stream, i) for i in range(first, first + n)]
+      xs, budget = self._counted(jax.tree.map(lambda *x: np.stack(x), *steps)), None
     if self.planned:  # the n steps' only: the padding copies the first
       xs = stream.plan(xs, budget)
     return first, n, _pad_leading(xs, per_call), budget
@@ -211,7 +212,7 @@ class Dispatcher:
     always."""
     if budget not in self._fns:
       stream = self._method.stream
-      if not hasattr(stream, 'table'):  # streamed: the call's batches come built
+      if not stream.resident:  # streamed: the call's batches come built
         gather = lambda table, batch: batch
       elif budget is None:
         gather = stream.gather

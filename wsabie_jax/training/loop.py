@@ -13,9 +13,7 @@ import json
 import logging
 import math
 import pathlib
-import resource
 import signal
-import sys
 import zlib
 from typing import Callable
 
@@ -25,11 +23,10 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.core import metrics as metrics_lib
-from wsabie_jax.training import (checkpoints, dispatch, hosts, identity, interrupts, parallel,
-                                 settings, workdir as workdir_lib)
+from wsabie_jax.training import (checkpoints, dispatch, hooks, hosts, identity, interrupts,
+                                 parallel, settings, workdir as workdir_lib)
 from wsabie_jax.training.method import Method
-from wsabie_jax.training.progress import Progress
-from wsabie_jax.training.recorder import Clock, Recorder, Summaries, objects_frozen, read_stats
+from wsabie_jax.training.recorder import Clock, Recorder, Summaries, objects_frozen
 
 log = logging.getLogger('wsabie_jax')
 
@@ -135,7 +132,7 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
   r = recorder.record
   steps = int(jax.device_get(state.step))
   rows_done = steps * config.train.batch_size
-  pairs_done = rows_done * _pairs_per_row(method.stream)
+  pairs_done = rows_done * method.stream.pairs_per_row
   result.update(steps=steps, best_step=r['best_step'], **{f'valid_{metric}': r['best_metric']},
                 train_seconds=r['train_seconds'],
                 eval_every_steps=r.get('eval_every_steps', config.train.eval_every_steps),
@@ -150,102 +147,77 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
 
 
 def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):
-  """Steps until the step budget, the time budget or patience runs out."""
-  train, stream, r = config.train, method.stream, recorder.record
-  total_steps = train.max_steps or train.num_epochs * math.ceil(stream.num_examples /
-                                                                train.batch_size)
-  start_step = int(state.step)
-  pairs_per_row = _pairs_per_row(stream)
-  progress = Progress(total_steps, train.batch_size * pairs_per_row,
-                      stream=sys.stderr if hosts.is_writer() else None,  # one bar
-                      unit='pairs' if pairs_per_row != 1.0 else 'ex',
-                      budget_seconds=max(train.max_seconds - r['train_seconds'], 1e-3)
-                      if train.max_seconds else 0.0, may_stop_early=train.patience > 0)
+  """Alg. 1's outer loop: steps until a budget or patience runs out; validation (the best kept)
+  and checkpoints at the calls' boundaries; time, logs and the stop decision in hooks.py."""
+  train, r, stream = config.train, recorder.record, method.stream
+  total = train.max_steps or train.num_epochs * math.ceil(stream.num_examples / train.batch_size)
+  step = start = int(state.step)
   clock = Clock(r['train_seconds'], r['step_seconds'])
-  # A fast run on a small set runs many epochs a second and can overfit between
-  # budget-spread validations; max_epochs_between_evals caps the interval.
-  epochs_cap = train.max_epochs_between_evals
-  cap = (max(1, math.ceil(epochs_cap * stream.num_examples / train.batch_size)) if epochs_cap
-         else math.inf)
-  # The validation interval: steps.eval_every, which also cuts the calls.
-  every = min(r.get('eval_every_steps') or train.eval_every_steps, cap)
-  steps = dispatch.Dispatcher(train, method, start_step, total_steps, eval_every=every)
-  log.info('%s: %d steps a call (%s)', method.mesh.devices.flat[0].platform,
-           train.steps_per_call, steps.mode)
+  timing = hooks.StepTime(clock, lambda: steps.compile_seconds)
+  spacing = hooks.ValidationSpacing(train, r, stream.num_examples, timing, clock)
+  steps = dispatch.Dispatcher(train, method, start, total, eval_every=spacing.every)
+  spacing.on_change = lambda every: setattr(steps, 'eval_every', every)
+  train_log = hooks.TrainLog(train, total, stream.pairs_per_row, train.max_seconds - r[
+      'train_seconds'], summaries, lambda stats: _check_finite(stats, ckpts))
   state = steps.place(state)
-  step, pending = start_step, None
-  # Steps known finished and the step time by then, counted from the end of the
-  # first call (its kernels' one-time set-up left out): the speed the
-  # validation interval is fitted to.
-  finished = since = None
   with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
+    after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing]
     try:
-      while step < total_steps and not r['stopped']:
-        first = step == start_step
-        compiled = steps.compile_seconds
+      while step < total and not r['stopped']:
+        timing.before()
         state, stats, done = steps(state, step)
-        clock.leave_out(steps.compile_seconds - compiled)  # (the first call's, a new budget class's)
         step += done
-        hosts.WHEREABOUTS.step = step
-        if first:
-          jax.block_until_ready(state)
-          since = (step, clock.step_seconds)
-        if pending is not None:
-          _check_finite(pending, ckpts)  # one call late: the device never waits on the host
-          finished = (step - done, clock.step_seconds)  # the previous call has ended by now
-          if _crossed(step, done, train.log_every_steps):
-            scalars = read_stats(pending)
-            summaries.scalars(step - done, scalars, 'train')
-            progress.update(step, **scalars)
-        pending = stats
-        # One agreed decision (process 0's) a call: hosts stop together or not at all.
-        decided = parallel.agreed(int(bool(train.max_seconds and clock.seconds >= train.max_seconds))
-                                  | 2 * int(requests.signum is not None))
-        stop = 'interrupted' if decided & 2 else 'max_seconds' if decided & 1 else ''
-        # (not on a signal: validating off schedule would make the resumed run differ)
-        last = step == total_steps or stop == 'max_seconds'
-        fitted = 0
-        if ('eval_every_steps' not in r and train.max_seconds and train.evals_per_budget
-            and finished is not None):
-          # The calls' finished steps, read off the check above: waiting on the
-          # device to time them would stall the pipeline on every call until fitted.
-          fitted = parallel.agreed(_budget_interval(
-              train, finished[0] - since[0], finished[1] - since[1], clock.seconds))
-        if fitted:
-          r['eval_every_steps'] = steps.eval_every = min(fitted, cap)
-          log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
-                   steps.eval_every, train.evals_per_budget, train.max_seconds)
-        validate = _crossed(step, done, steps.eval_every) or last
-        save = _crossed(step, done, train.checkpoint_every_steps) or last or stop
+        call = hooks.Call(step, done, state, stats, first=step - done == start)
+        for hook in after:
+          hook.after(call)
+        last = step == total or call.stop == 'max_seconds'
+        validate = hooks.crossed(step, done, steps.eval_every) or last
+        save = hooks.crossed(step, done, train.checkpoint_every_steps) or last or call.stop
         if validate or save:
-          jax.block_until_ready(state)  # the steps' time counts; what reads the state does not
-          step_seconds = clock.step_seconds
-          with clock.excluded():  # (the finiteness check's first call compiles)
-            _check_finite(stats, ckpts, state)
-            if validate and _validate(method, state, recorder, ckpts, step_seconds):
-              stop = stop or 'early_stopping'
-        if save or stop:
-          # (an interrupted run is not over: its record must let a rerun go on)
-          r.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds,
-                   stopped='' if stop == 'interrupted' else stop, data_position=stream.position(step))
-          with clock.excluded():
-            ckpts.write_best()  # before the latest, whose record names it
-            ckpts.save(ckpts.latest, state, r)
-        if stop == 'interrupted':
-          signum = requests.signum or signal.SIGINT
-          raise interrupts.Interrupted(
-              f'{interrupts.NAMES.get(signum, signum)} at step {step}; saved checkpoint {step} in '
-              f'{ckpts.latest.directory}; rerun the same command to resume', signum)
-        if stop:
-          log.info('stopping at step %d: %s', step, stop)
+          _check_and_validate(call, validate, method, recorder, ckpts, clock)
+        if save or call.stop:
+          _save(call, stream, recorder, ckpts, clock)
+        if call.stop:
+          _stop(call, requests, ckpts)
           break
     finally:
       ckpts.write_best()  # a stop by an error too: the held best is a validated state
       steps.close()
-      progress.close()
-  log.info('process %d: input held at most %s; peak memory %s MiB', jax.process_index(),
-           steps.input_held(), f'{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f}')
+      train_log.close()
+  train_log.memory(steps.input_held())
   return state
+
+
+def _check_and_validate(call, validate: bool, method: Method, recorder: Recorder, ckpts,
+                        clock: Clock) -> None:
+  """At a boundary: the state checked finite, then validated (a stop when
+  patience has run out). The steps' time counts; what reads the state does not."""
+  jax.block_until_ready(call.state)
+  step_seconds = clock.step_seconds
+  with clock.excluded():  # (the finiteness check's first call compiles)
+    _check_finite(call.stats, ckpts, call.state)
+    if validate and _validate(method, call.state, recorder, ckpts, step_seconds):
+      call.stop = call.stop or 'early_stopping'
+
+
+def _save(call, stream, recorder: Recorder, ckpts, clock: Clock) -> None:
+  """The latest checkpoint, the best before it (the latest's record names it).
+  An interrupted run is not over: its record lets a rerun go on."""
+  recorder.record.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds,
+                         stopped='' if call.stop == 'interrupted' else call.stop,
+                         data_position=stream.position(call.step))
+  with clock.excluded():
+    ckpts.write_best()
+    ckpts.save(ckpts.latest, call.state, recorder.record)
+
+
+def _stop(call, requests, ckpts) -> None:
+  if call.stop == 'interrupted':
+    signum = requests.signum or signal.SIGINT
+    raise interrupts.Interrupted(
+        f'{interrupts.NAMES.get(signum, signum)} at step {call.step}; saved checkpoint '
+        f'{call.step} in {ckpts.latest.directory}; rerun the same command to resume', signum)
+  log.info('stopping at step %d: %s', call.step, call.stop)
 
 
 def checksum(state) -> int:
@@ -254,26 +226,6 @@ def checksum(state) -> int:
   for leaf in jax.tree.leaves(state):
     crc = zlib.crc32(np.ascontiguousarray(jax.device_get(leaf)).tobytes(), crc)
   return crc
-
-
-def _pairs_per_row(stream) -> float:
-  """Pairs a batch row holds: Q > 1 rows hold several (data/batching.PairStream)."""
-  return getattr(stream, 'pairs_per_row', 1.0)
-
-
-def _budget_interval(train, steps: int, step_seconds: float, seconds: float) -> int:
-  """With max_seconds and evals_per_budget set, the validation interval in
-  steps that spreads evals_per_budget validations over what is left of the
-  budget (wall-clock: compilation spent already), at the step speed measured
-  once a quarter of an interval's time has run (0 until then: eval_every_steps
-  holds). Patience counts validations, so it scales
-  with the budget too: a 10-second and a 10-minute run both end on their best
-  checkpoint (the last state is always validated). Kept in the checkpoint
-  record, so a resumed run validates where the first would have."""
-  per_eval = max(train.max_seconds - seconds, 0) / train.evals_per_budget
-  if steps <= 0 or step_seconds <= 0 or step_seconds < 0.25 * per_eval:
-    return 0
-  return max(1, round(steps / step_seconds * per_eval))
 
 
 @jax.jit
@@ -297,11 +249,6 @@ def _check_finite(stats: dict, ckpts, state=None) -> None:
       f'them. ' + (f'The last good checkpoint, step {kept}, is kept in {ckpts.latest.directory}. '
                    if kept is not None else 'No checkpoint was saved before. ')
       + 'Lower the learning rate (optim.*learning_rate*) or check the inputs for huge values.')
-
-
-def _crossed(step: int, done: int, every: int) -> bool:
-  """Whether the last `done` steps, ending at `step`, passed a multiple of `every`."""
-  return step // every > (step - done) // every
 
 
 def _validate(method: Method, state, recorder: Recorder, ckpts, step_seconds: float) -> bool:

@@ -1,17 +1,48 @@
 """What the training loop needs from a method: plain data, no class hierarchy.
 
 Each method (wsabie_jax/methods/) builds one of these from a config; the loop
-in loop.py is the same for all of them and imports none.
+in loop.py is the same for all of them and imports none. Its training data
+is a Stream: resident (held whole on the devices, a call gathering its rows
+by id) or streamed (each step's batch built on the host).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Stream(Protocol):
+  """The training data, batch by batch; a pure function of (seed, step)."""
+  resident: bool                # True: also a ResidentStream
+  num_examples: int             # rows an epoch
+  pairs_per_row: float          # (image, label) pairs a row holds on average
+  held_bytes: int | None        # what a streamed set caches on the host (None: nothing)
+
+  def batch(self, step: int) -> dict: ...           # step's batch, built on the host
+  def position(self, step: int) -> dict: ...        # {'epoch', …}: where step is, for the record
+
+
+@runtime_checkable
+class ResidentStream(Stream, Protocol):
+  """Data held whole on the devices: a call of n steps takes their ids (n×B…)
+  and gathers each step's batch on the device. Packed streams (`plans`) may
+  plan the packs on the host (`plan`, `gather_planned`, `base_budget`)."""
+  plans: bool
+
+  def table(self) -> dict: ...                                  # arrays put on the devices once
+  def ids_block(self, first: int, n: int) -> np.ndarray: ...    # n steps' ids
+  def budget(self, ids: np.ndarray) -> int | None: ...          # packed slots a call needs
+  def gather(self, table: dict, ids, *args, **kwargs) -> dict: ...  # one step's batch, traced
+
+
+PLANNING = ('plan', 'gather_planned', 'base_budget')  # what a stream with `plans` also has
 
 
 class Method(NamedTuple):
   init_state: Callable[[], Any]
-  stream: Any                            # .batch(step), .num_examples, .position(step);
-                                         # .ids/.table/.gather where it fits on the devices
+  stream: Stream
   # The step as a pure function (state, batch) -> (state, stats) over the whole
   # batch; the loop compiles it (dispatch.py), XLA partitions it over a mesh.
   pure_step: Callable

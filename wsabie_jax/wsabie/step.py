@@ -118,10 +118,10 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
     W_pos_BxQxD, W_neg_BxKxD = W[label_BxQ], W[neg_BxK]
     pos_BxQ = model.score(image_BxD, W_pos_BxQxD, cfg.model.score)
     neg_scores_BxK = model.score(image_BxD, W_neg_BxKxD, cfg.model.score)
-  if cfg.loss.sampler == 'adaptive' and cfg.loss.kind == 'warp':
+  if cfg.loss.sampler == 'adaptive' and cfg.loss.kind != 'auc':  # (AUC weighs no draw by q)
     proposal_BxK = adaptive_sampler.proposal_prob(sampler, image_BxD, neg_BxK, cfg.loss.rank_scale)
-  else:
-    proposal_BxK = jnp.zeros(neg_BxK.shape)  # unused: uniform draws need no importance weights
+  else:  # uniform draws: q = 1 / (Y − |P|), which the weighers know from num_negatives
+    proposal_BxK = jnp.zeros(neg_BxK.shape)
   num_negatives_B = cfg.num_labels - batch['num_pos_B']
   weigh_row = jax.vmap(functools.partial(weigh, cfg), in_axes=(0, None, None, None, None))
   pick_BxQxJ, weight_BxQxJ, (found_BxQ, trials_BxQ) = jax.vmap(weigh_row)(

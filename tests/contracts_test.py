@@ -1,0 +1,66 @@
+"""The explicit contracts: every registered method module is a MethodModule
+(methods/__init__.py), every training stream a Stream, resident or streamed
+(training/method.py), with the signatures the loop and the launch scripts call."""
+import functools
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from wsabie_jax import methods
+from wsabie_jax.data import batching, shards, synthetic
+from wsabie_jax.parts import proxy
+from wsabie_jax.training import method as method_lib
+
+
+def _protocol_functions(protocol) -> dict:
+  return {name: inspect.signature(fn) for name, fn in vars(protocol).items()
+          if inspect.isfunction(fn) and not name.startswith('_')}
+
+
+@pytest.mark.parametrize('name', sorted(methods.REGISTRY))
+def test_every_method_module_is_a_method_module(name):
+  module = methods.get(name)
+  for fn_name, wanted in _protocol_functions(methods.MethodModule).items():
+    assert callable(getattr(module, fn_name, None)), f'{name} lacks {fn_name}'
+    params = list(wanted.parameters)[1:]  # (less self)
+    got = list(inspect.signature(getattr(module, fn_name)).parameters)
+    assert got == params, f'{name}.{fn_name}{got} is not {params}'
+
+
+def _streams(tmp_path) -> list:
+  ds = synthetic.generate(synthetic.SyntheticSpec(num_labels=20, num_features=50, nnz=5), 60)
+  shards.write_shard_set(tmp_path, [ds], ds.label_names)
+  rel = np.array([[0, 1], [2, 3]])
+  return [batching.PairStream(ds, 8, 0), batching.PairStream(ds, 8, 0, positives_per_row=3),
+          batching.ImageStream(ds, batching.pad_images(ds), 8, 0),
+          proxy.QuadrupletStream(ds, rel, 8, 0),
+          shards.ShardedPairStream(shards.ShardSet(tmp_path), 8, 0)]
+
+
+def test_every_stream_keeps_the_stream_contract(tmp_path):
+  for stream in _streams(tmp_path):
+    kind = type(stream).__name__
+    assert isinstance(stream, method_lib.Stream), kind
+    assert stream.num_examples > 0 and stream.pairs_per_row >= 1.0, kind
+    assert isinstance(stream.batch(0), dict) and 'epoch' in stream.position(3), kind
+    if not stream.resident:
+      assert not isinstance(stream, method_lib.ResidentStream) or not stream.resident
+      continue
+    assert isinstance(stream, method_lib.ResidentStream), kind
+    ids = np.asarray(stream.ids_block(2, 3))
+    assert ids.shape[0] == 3, kind
+    budget = stream.budget(ids)
+    assert (budget is None) == (not stream.plans), kind
+    for name in method_lib.PLANNING if stream.plans else ():
+      assert hasattr(stream, name), f'{kind} plans but lacks {name}'
+    # The device's batch equals the host's: the same step, both ways.
+    gather = functools.partial(stream.gather, budget=budget) if budget is not None else stream.gather
+    on_device = gather(jax.tree.map(jnp.asarray, stream.table()), jnp.asarray(ids[0]))
+    on_host = stream.batch(2)
+    assert set(on_device) == set(on_host), kind
+    for key in on_host:
+      if not key.startswith('feat_'):  # (packed features differ in layout)
+        np.testing.assert_array_equal(np.asarray(on_device[key]), on_host[key], err_msg=kind)
