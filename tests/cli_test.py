@@ -68,7 +68,8 @@ def test_every_launch_script_answers_bad_input_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize('body,arg,says', [
-    (None, ':libsvm,/no/such/dir', '/no/such/dir/train.txt: file not found'),
+    ('from wsabie_jax.data import DataError\n\n\ndef get_config():\n'
+     '  raise DataError("x.txt", 3, "bad")\n', '', 'x.txt, line 3: bad'),
     ('def get_config(:\n', '', 'syntax error'),
     ('X = 1\n', '', "has no attribute 'get_config'"),
     ('raise ValueError("boom")\n', '', 'boom'),
@@ -87,6 +88,16 @@ def test_config_files_that_fail_to_load_are_one_line(tmp_path, body, arg, says):
   assert out.returncode == 1 and len(lines) == 1 and lines[0].startswith('error: --config='), \
       out.stderr[-2000:]
   assert says in lines[0]
+  assert not (tmp_path / 'run').exists()
+
+
+def test_missing_data_is_one_line_when_the_run_starts(tmp_path):
+  """Loading the Mulan config reads no data (its 'auto' fields are fitted when
+  the run starts): a missing folder is the run's one-line error, no workdir."""
+  out = _cli('launch/train.py', '--config=configs/wsabie_mulan.py:libsvm,/no/such/dir',
+             f'--workdir={tmp_path / "run"}')
+  assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+      'error: /no/such/dir/train.txt: file not found (set config.data paths)'], out.stderr[-2000:]
   assert not (tmp_path / 'run').exists()
 
 

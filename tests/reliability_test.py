@@ -34,7 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
     ('loss.num_draws', 0, 'config.loss.num_draws=0 must be ≥ 1'),      # JAX: argmax of empty
     ('train.batch_size', 0, 'config.train.batch_size=0 must be ≥ 1'),  # ZeroDivisionError
     ('optim.learning_rate', 0.0, 'config.optim.learning_rate=0.0 must be > 0'),
-    ('optim.learning_rate', float('nan'), 'expected float (finite)'),
+    ('optim.learning_rate', float('nan'), "expected float or 'auto'"),
     ('loss.kind', 'wrap', "config.loss.kind='wrap' is not one of"),
     ('model.dim', 2.5, 'config.model.dim=2.5: expected int'),
     ('train.bogus', 1, "config.train: unknown field(s) ['bogus']; valid: ['batch_size'"),

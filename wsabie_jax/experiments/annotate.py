@@ -16,6 +16,7 @@ import numpy as np
 from wsabie_jax.core import metrics
 from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import DataError, SparseDataset, batching, dataset, libsvm, mulan, preprocess
+from wsabie_jax.data import settings as data_settings
 from wsabie_jax.experiments.run import Restored
 from wsabie_jax.features import image_folder, visual_terms
 
@@ -32,12 +33,14 @@ def read_input(path: str, config, vocab: dict) -> SparseDataset:
     raise DataError(path, None, f'the run was trained on {config.data.kind} data: --input must '
                     + ('be a Mulan .arff file with its attributes' if arff else
                        'be libsvm text ("labels feature:value ..."), as the training file'))
+  data = data_settings.of(config.data)
   if arff:
-    ds = mulan.read_arff(path, config.data.labels_path, skip_empty=False)
+    ds = mulan.read_arff(path, data.labels_path, skip_empty=False)
   else:
-    num_features = vocab['num_features'] - (1 if config.data.bias_feature else 0)
+    num_features = vocab['num_features'] - (1 if data.bias_feature else 0)
+    files = isinstance(data, data_settings.FileData)  # (else generated: ids from 0)
     ds = libsvm.read_libsvm(path, num_features=num_features, label_names=vocab['label_names'],
-                            feature_base=config.data.feature_base, skip_empty=False)
+                            feature_base=data.feature_base if files else 0, skip_empty=False)
   if ds.num_images == 0:
     raise DataError(path, None, 'no examples to annotate')
   ds = preprocess(ds, config.data)
@@ -51,7 +54,8 @@ def read_input(path: str, config, vocab: dict) -> SparseDataset:
 
 def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str]]:
   """Image files → bags of visual terms with the codebook the run was trained on."""
-  if not config.data.featurized_dir:
+  data = data_settings.of(config.data)
+  if not isinstance(data, data_settings.FileData) or not data.featurized_dir:
     raise ConfigError('--images needs a run on featurised images (configs/wsabie_folder.py); '
                       'give this run --input=FILE in its training data\'s format')
   entries, dropped = image_folder.screen_images([(p, []) for p in image_folder.image_paths(spec)], '',
@@ -62,7 +66,7 @@ def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str
   paths = [p for p, _ in entries]
   if not paths:
     raise DataError(spec, None, 'no readable images to annotate')
-  featurizer, codebook = image_folder.load_featurizer(config.data.featurized_dir)
+  featurizer, codebook = image_folder.load_featurizer(data.featurized_dir)
   rows = visual_terms.histograms(featurizer.codes(paths, codebook))
   ds = dataset.from_lists(rows, [np.zeros(0, np.int64)] * len(rows), len(codebook),
                           vocab['label_names'])

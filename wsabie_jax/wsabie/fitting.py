@@ -46,6 +46,8 @@ class Rules:
 
 def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> dict:
   """{'section.field': value} for each field of FIELDS the config sets to 'auto'."""
+  if not any(_get(config, name) == AUTO for name in FIELDS):
+    return {}
   Y = train.num_labels
   num_pos = np.diff(train.label_indptr)
   num_pos = num_pos[num_pos > 0]

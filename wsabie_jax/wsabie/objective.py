@@ -1,7 +1,7 @@
-"""The WARP / AUC objective of one positive pair (paper 000 Alg. 1, eq. (9)),
-written per pair and vmapped by the step: where its K negatives come from
-(uniform or VSE-ens draws), which of them count and with what weight, and
-the weighted hinge."""
+"""The objective of one positive pair, written per pair and vmapped by the
+step: where its K negatives come from (uniform or VSE-ens draws), which of
+them count and with what weight, and the loss of the weighted draws: WARP's
+and AUC's hinge (paper 000 Alg. 1, eq. (9)), or the sampled softmax."""
 from __future__ import annotations
 
 import jax
@@ -66,11 +66,24 @@ def importance_weighted(cfg, pos_score, neg_scores_K, num_negatives, valid_K, pr
   return jnp.arange(neg_scores_K.shape[0]), weight_K, (pick.found_B, pick.num_trials_B)
 
 
+def log_q_corrected(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+  """Sampled softmax: every valid draw, weighted 1/(K·q) by the probability q
+  it was drawn with (uniform: q = 1/(Y − |P|); VSE-ens: its proposal), so that
+  Σ_k e^(f_k)/(K·q_k) estimates the negatives' Σ_ȳ e^(f_ȳ) without bias: the
+  logits' log-q correction (Bengio & Senécal 2008; Jean et al. 2015)."""
+  K = neg_scores_K.shape[0]
+  q_K = proposal_K if cfg.loss.sampler == 'adaptive' else jnp.full(K, 1.0) / num_negatives
+  weight_K = jnp.where(valid_K, 1.0 / (K * jnp.maximum(q_K, 1e-30)), 0.0)
+  return jnp.arange(K), weight_K, (jnp.any(valid_K), jnp.sum(valid_K))
+
+
 def choose_objective(cfg: StepConfig):
   """(negative source, per-pair weigher) for the configured loss and sampler."""
   draw = adaptive_negatives if cfg.loss.sampler == 'adaptive' else uniform_negatives
   if cfg.loss.kind == 'auc':
     return draw, first_valid_draw
+  if cfg.loss.kind == 'softmax':
+    return draw, log_q_corrected
   if cfg.loss.sampler == 'adaptive':
     return draw, importance_weighted
   return draw, every_violator if cfg.loss.violators == 'all' else first_violator
@@ -78,7 +91,12 @@ def choose_objective(cfg: StepConfig):
 
 def pairwise_loss(cfg: StepConfig, pos, neg_J, weight_J) -> jax.Array:
   """Σ_j w_j·|margin − f_y(x) + f_ȳj(x)|₊ for one pair: eq. (9) with its weights;
-  or Σ_j w_j·log(1 + e^(f_ȳj − f_y)) (`loss.pairwise='logistic'`, paper 003's Opt-AUC)."""
+  or Σ_j w_j·log(1 + e^(f_ȳj − f_y)) (`loss.pairwise='logistic'`, paper 003's Opt-AUC);
+  or the sampled softmax's −log(e^(f_y) / (e^(f_y) + Σ_j w_j·e^(f_ȳj))), w_j = 1/(K·q_j)
+  (`loss.kind='softmax'`: `log_q_corrected`; a pair with no weight costs 0)."""
+  if cfg.loss.kind == 'softmax':
+    others = jax.nn.logsumexp(jnp.where(weight_J > 0, neg_J, -jnp.inf), b=weight_J)
+    return jnp.logaddexp(pos, others) - pos
   if cfg.loss.pairwise == 'logistic':
     return jnp.sum(weight_J * jax.nn.softplus(neg_J - pos))
   return jnp.sum(weight_J * warp.hinge(pos, neg_J, cfg.loss.margin))

@@ -9,7 +9,7 @@ from wsabie_jax.config.schema import AUTO, UNBOUNDED, check_choices, check_range
 from wsabie_jax.core import model, precision, row_optim
 from wsabie_jax.wsabie import warp
 
-LOSSES = ('warp', 'auc', 'exact')
+LOSSES = ('warp', 'auc', 'exact', 'softmax')
 PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 TABLES = ('auto', 'rows', 'whole', 'labels', 'features')
@@ -39,6 +39,7 @@ class ModelConfig:
 @dataclasses.dataclass(frozen=True)
 class LossConfig:
   # 'warp' (Alg. 1) | 'auc' (one negative, plain hinge) | 'exact' (OWPC-SGD) |
+  # 'softmax' (sampled softmax over the K draws, log-q corrected: objective.py) |
   # 'auto': exact where K covers every negative, else warp (wsabie/fitting.py)
   kind: str = 'warp'
   num_draws: Annotated[int, AUTO] = 100  # K, the fixed budget of parallel draws
