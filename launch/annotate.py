@@ -13,7 +13,7 @@ files and folders and featurises them with the run's codebook first.
 """
 from absl import app, flags, logging
 
-from wsabie_jax.experiments import annotate, cli, run
+from wsabie_jax.api import annotate, cli, run
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _INPUT = flags.DEFINE_string('input', None, 'Data file to annotate.')

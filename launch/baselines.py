@@ -11,7 +11,8 @@ test split is scored once. Writes table.md and table.json to the workdir.
 """
 from absl import flags, logging
 
-from wsabie_jax.experiments import cli, paper000
+from wsabie_jax.api import cli
+from wsabie_jax.reproduce import wsabie_tables
 
 _DATA = flags.DEFINE_string('data', 'corel5k', 'corel5k, synthetic or a config file with its '
                             'argument (configs/wsabie_lear.py:espgame) for the 000-x tables.')
@@ -23,7 +24,7 @@ _DIMS = flags.DEFINE_list('dims', ['32', '64', '128'], 'Embedding sizes of the e
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  paper000.baselines_table(_WORKDIR.value, _DATA.value, [int(d) for d in _DIMS.value],
+  wsabie_tables.baselines_table(_WORKDIR.value, _DATA.value, [int(d) for d in _DIMS.value],
                            _SMALL.value)
 
 

@@ -31,7 +31,7 @@ Suites:
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread).
   tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
-             by matmuls (wsabie/tables.py, model.tables): ms/step on each --panel set
+             by matmuls (wsabie/table_reads.py, model.tables): ms/step on each --panel set
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
              python launch/benchmark.py --suite=tables --panel=corel5k,DIR/enron,…
              --panel_config=configs/wsabie_mulan.py
@@ -48,7 +48,8 @@ import pathlib
 
 from absl import flags, logging
 
-from wsabie_jax.experiments import benchmarks, cli
+from wsabie_jax.benchmarks import suites
+from wsabie_jax.api import cli
 
 _SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, checkpoints, or all '
                             '(every suite not marked by name).')
@@ -66,7 +67,7 @@ _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  result = benchmarks.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value, _PANEL.value,
+  result = suites.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value, _PANEL.value,
                           [float(b) for b in _PANEL_BUDGETS.value], _PANEL_CONFIG.value,
                           _PANEL_ROUND.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))

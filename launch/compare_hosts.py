@@ -26,7 +26,7 @@ from absl import flags, logging
 import jax
 import numpy as np
 
-from wsabie_jax.experiments import cli, local_cluster as cluster
+from wsabie_jax.api import cli, local_cluster as cluster
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Scratch folder for the runs.', required=True)
@@ -62,7 +62,7 @@ def _run(args, workdir: pathlib.Path, processes: int) -> dict:
 
 
 def _latest_state(workdir: pathlib.Path):
-  from wsabie_jax.experiments import run
+  from wsabie_jax.api import run
   return [np.asarray(x) for x in jax.tree.leaves(run.Restored(workdir).latest_state())]
 
 

@@ -11,7 +11,8 @@ labels of a few synsets in the Shared and Unshared spaces (Table 6).
 """
 from absl import flags, logging
 
-from wsabie_jax.experiments import cli, paper002
+from wsabie_jax.api import cli
+from wsabie_jax.reproduce import parts_tables
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Where the runs and the tables go.', required=True)
 _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')
@@ -21,7 +22,7 @@ _SVM = flags.DEFINE_bool('svm', True, 'Also the one-vs-rest linear (SVM-like) ba
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  paper002.run(_WORKDIR.value, _SMALL.value, _SVM.value)
+  parts_tables.run(_WORKDIR.value, _SMALL.value, _SVM.value)
 
 
 if __name__ == '__main__':

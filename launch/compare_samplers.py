@@ -16,7 +16,8 @@ same) and a second table gives each row's speed-up over them: median, range.
 """
 from absl import flags, logging
 
-from wsabie_jax.experiments import cli, paper003
+from wsabie_jax.api import cli
+from wsabie_jax.reproduce import sampler_tables
 from wsabie_jax.methods import wsabie
 
 _DATA = flags.DEFINE_enum('data', 'synthetic', ['synthetic', 'corel5k'], 'Which data set.')
@@ -31,7 +32,7 @@ _NUM_LABELS = flags.DEFINE_integer('num_labels', 0, "Synthetic data: Y (0: the c
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  paper003.run(_WORKDIR.value, _DATA.value, _ROWS.value, _SMALL.value, _PAPER.value,
+  sampler_tables.run(_WORKDIR.value, _DATA.value, _ROWS.value, _SMALL.value, _PAPER.value,
                seeds=tuple(int(s) for s in _SEEDS.value), num_labels=_NUM_LABELS.value)
 
 

@@ -17,7 +17,8 @@ papers report); "overall" pools all predictions.
 """
 from absl import flags, logging
 
-from wsabie_jax.experiments import cli, paper004
+from wsabie_jax.api import cli
+from wsabie_jax.reproduce import skipgram_tables
 from wsabie_jax.methods import skipgram
 
 _STUDY = flags.DEFINE_enum('study', 'table', ['table', 'sweep'], 'Which comparison.')
@@ -32,9 +33,9 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   if _STUDY.value == 'table':
-    paper004.table(_WORKDIR.value, _ROWS.value, _SMALL.value)
+    skipgram_tables.table(_WORKDIR.value, _ROWS.value, _SMALL.value)
   else:
-    paper004.sweep(_WORKDIR.value, [int(p) for p in _POSITIVES.value],
+    skipgram_tables.sweep(_WORKDIR.value, [int(p) for p in _POSITIVES.value],
                    [int(n) for n in _NEGATIVES.value], _SMALL.value)
 
 

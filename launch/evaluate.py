@@ -12,7 +12,7 @@ import pathlib
 from absl import flags, logging
 
 from wsabie_jax.core import metrics
-from wsabie_jax.experiments import cli, run
+from wsabie_jax.api import cli, run
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A training workdir.', required=True)
 _SPLIT = flags.DEFINE_enum('split', 'test', ['test', 'valid'], 'Which split to score.')

@@ -23,7 +23,7 @@ from absl import flags, logging
 from wsabie_jax.training import progress as progress_lib
 from wsabie_jax.features import visual_terms
 from wsabie_jax.features import image_folder
-from wsabie_jax.experiments import cli
+from wsabie_jax.api import cli
 
 _IMAGES = flags.DEFINE_string('images', None, 'Folder the tags file paths are relative to.',
                               required=True)

@@ -24,7 +24,7 @@ from absl import flags
 
 import numpy as np
 import jax
-from wsabie_jax.experiments import cli
+from wsabie_jax.api import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _CONFIG = flags.DEFINE_string('config', 'configs/wsabie_synthetic.py:small', 'Config to train.')
@@ -66,7 +66,7 @@ def _finish(workdir) -> str:
 
 
 def _result(workdir):
-  from wsabie_jax.experiments import run
+  from wsabie_jax.api import run
   metrics = json.loads((pathlib.Path(workdir) / 'metrics.json').read_text())
   state = run.Restored(workdir).state
   return ({k: v for k, v in metrics.items() if k not in TIMES},

@@ -20,8 +20,8 @@ import sys
 
 from absl import app, flags
 
-from wsabie_jax.experiments.local_cluster import commands, environment, free_port, run_cluster
-from wsabie_jax.experiments import cli
+from wsabie_jax.api.local_cluster import commands, environment, free_port, run_cluster
+from wsabie_jax.api import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _NUM = flags.DEFINE_integer('num_processes', 2, 'Processes to start (hosts to stand in for).')

@@ -11,7 +11,7 @@ from absl import flags
 
 from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import shards, synthetic_spec
-from wsabie_jax.experiments import cli
+from wsabie_jax.api import cli
 
 _CONFIG = cli.define_config('Config with data.kind=shards.')
 flags.mark_flags_as_required(['config'])

@@ -16,7 +16,7 @@ from absl import flags
 
 from wsabie_jax.data import DataError
 from wsabie_jax.features import image_folder
-from wsabie_jax.experiments import cli
+from wsabie_jax.api import cli
 
 _SVG = flags.DEFINE_string('svg_dir', '/usr/share/openclipart/svg', 'openclipart-svg files.')
 _PNG = flags.DEFINE_string('png_dir', '/usr/share/openclipart/png', 'openclipart-png files.')

@@ -2,8 +2,9 @@
 
   python launch/reproduce.py --table=000-4 --workdir=workdirs/reproduce [--data=corel5k] [--small]
 
-Each table is one function of wsabie_jax/experiments/ (paper000 … paper004,
-benchmarks), the same ones launch/baselines.py, compare_parts.py,
+Each table is one function of wsabie_jax/reproduce/ (wsabie_tables, parts_tables,
+sampler_tables, skipgram_tables, rank_weights; a timing table from
+benchmarks/suites.py), the same ones launch/baselines.py, compare_parts.py,
 compare_samplers.py, compare_skipgram.py and benchmark.py call. On this machine
 they run on the synthetic data and Corel5k; for the 000-x tables `--data`
 picks which, or names a config file and its argument so that the same command
@@ -14,9 +15,10 @@ Writes <workdir>/<table>.md.
 """
 from absl import flags, logging
 
-from wsabie_jax.experiments import cli, reproduce
+from wsabie_jax.api import cli
+from wsabie_jax.reproduce import by_name
 
-_TABLE = flags.DEFINE_enum('table', None, reproduce.TABLES, 'Paper-table, e.g. 000-4.',
+_TABLE = flags.DEFINE_enum('table', None, by_name.TABLES, 'Paper-table, e.g. 000-4.',
                            required=True)
 _WORKDIR = flags.DEFINE_string('workdir', 'workdirs/reproduce', 'Where runs and tables go.')
 _DATA = flags.DEFINE_string('data', 'corel5k', 'corel5k, synthetic or a config file with its '
@@ -27,7 +29,7 @@ _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  print(reproduce.reproduce(_TABLE.value, _WORKDIR.value, _DATA.value, _SMALL.value))
+  print(by_name.reproduce(_TABLE.value, _WORKDIR.value, _DATA.value, _SMALL.value))
 
 
 if __name__ == '__main__':

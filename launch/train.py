@@ -24,7 +24,7 @@ from absl import app, flags, logging
 import jax
 
 from wsabie_jax import methods
-from wsabie_jax.experiments import cli, config_view, run
+from wsabie_jax.api import cli, config_view, run
 from wsabie_jax.training import hosts
 
 _CONFIG = cli.define_config('Experiment config file.')

@@ -1,4 +1,5 @@
 import os
+import pathlib
 import tempfile
 
 # Tests see 4 CPU devices (data-parallel tests name them: jax.devices('cpu')).
@@ -6,10 +7,15 @@ os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=4')
 # On a GPU, pytest -n N starts N processes on one device: each takes memory as
 # it needs it instead of JAX's default 75% of the device at start.
 os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
-# Launch scripts keep compiled programs (experiments/cli.py): the tests' go to
+# Launch scripts keep compiled programs (api/cli.py): the tests' go to
 # a folder of their own, shared by the workers and by later runs on this machine.
 os.environ.setdefault('WSABIE_JAX_CACHE', os.path.join(tempfile.gettempdir(),
                                                        f'wsabie_jax_test_cache_{os.getuid()}'))
+
+# Config files by name (api/configs.py) from this checkout's configs/, whatever
+# folder a test works in.
+os.environ.setdefault('WSABIE_JAX_CONFIGS', str(pathlib.Path(__file__).resolve().parents[1] /
+                                                'configs'))
 
 # In-process tests keep them there too: many tests compile the same steps at
 # the same shapes, in either worker (JAX keys its cache by program and flags).

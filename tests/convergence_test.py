@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from wsabie_jax.experiments import convergence
+from wsabie_jax.reproduce import convergence
 
 
 def _history(points):

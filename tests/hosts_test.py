@@ -210,7 +210,7 @@ def test_a_streamed_batchs_rows_are_its_slice(tmp_path):
 
 def test_the_local_cluster_prefixes_output_and_returns_the_first_failure(capsys):
   import sys
-  from wsabie_jax.experiments import local_cluster
+  from wsabie_jax.api import local_cluster
   py = lambda code: [sys.executable, '-c', code]
   assert local_cluster.run_cluster([py('print("a")'), py('print("b")')], {}, 1.0) == 0
   assert sorted(capsys.readouterr().out.splitlines()) == ['[p0] a', '[p1] b']
@@ -222,7 +222,7 @@ def test_the_local_cluster_prefixes_output_and_returns_the_first_failure(capsys)
 
 
 def test_the_local_cluster_environment_forces_its_devices(monkeypatch):
-  from wsabie_jax.experiments import local_cluster
+  from wsabie_jax.api import local_cluster
   monkeypatch.setenv('XLA_FLAGS', '--xla_force_host_platform_device_count=4 --xla_other=1')
   env = local_cluster.environment(2)
   assert env['XLA_FLAGS'].split() == ['--xla_other=1', '--xla_force_host_platform_device_count=2']

@@ -16,7 +16,7 @@ import pytest
 from tests.train_test import _tiny_config
 from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import DataError, dataset, libsvm, mulan
-from wsabie_jax.experiments import annotate, run, tables
+from wsabie_jax.api import annotate, configs, run
 from wsabie_jax.methods import wsabie
 from wsabie_jax.training import checkpoints, identity, parallel, workdir as workdir_lib
 from wsabie_jax.training.workdir import WorkdirError
@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def _two_checkpoints(workdir):
   """Steps 0 and 1 of a small WSABIE state; returns (state at 1, like)."""
-  state0 = wsabie.init_state(tables.load('wsabie_synthetic:small'), 50, 30)
+  state0 = wsabie.init_state(configs.load('wsabie_synthetic:small'), 50, 30)
   state1 = state0._replace(step=state0.step + 1,
                            params=jax.tree.map(lambda x: x + 0.5, state0.params))
   ckpts = checkpoints.Checkpoints(workdir)
@@ -140,7 +140,7 @@ def _libsvm_set(folder: pathlib.Path, seed: int = 0, n_train: int = 300):
 
 
 def _libsvm_config(data_dir: str, **train):
-  c = tables.load(f'wsabie_mulan:libsvm,{data_dir}')
+  c = configs.load(f'wsabie_mulan:libsvm,{data_dir}')
   c.model.dim = 8
   c.train.update(**{**dict(max_steps=20, eval_every_steps=10, checkpoint_every_steps=10,
                            max_seconds=0.0, evals_per_budget=0), **train})
@@ -403,7 +403,8 @@ def test_a_truncated_image_is_dropped_not_fatal(tmp_path):
 
 def _run_config(kind: str):
   return ml_collections.ConfigDict({'data': {'kind': kind, 'labels_path': '', 'bias_feature': 0.0,
-                                             'feature_base': 0, 'normalize': 'l2'}})
+                                             'feature_base': 0, 'normalize': 'l2',
+                                             'train_path': 'train.txt', 'test_path': 'test.txt'}})
 
 
 def test_annotate_refuses_another_format_or_set(tmp_path):
@@ -496,5 +497,5 @@ def test_a_truncated_or_missing_shard_is_named(tmp_path):
 ])
 def test_file_system_errors_are_one_line(error, line):
   """Was: OSError tracebacks for a read-only workdir or a full disk."""
-  from wsabie_jax.experiments import cli
+  from wsabie_jax.api import cli
   assert cli.error_line(error) == line

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from wsabie_jax.experiments import tables
+from wsabie_jax.api import configs
+from wsabie_jax.reproduce import runner
 from wsabie_jax.data import libsvm, synthetic
 
 pytestmark = pytest.mark.slow  # launch scripts end to end, in subprocesses
@@ -51,7 +52,7 @@ def test_evaluate_reproduces_test_metrics(workdir):
 
 
 def test_annotate_prints_label_names(workdir, tmp_path):
-  spec = synthetic.SyntheticSpec(**tables.load('wsabie_synthetic:small').data.synthetic)
+  spec = synthetic.SyntheticSpec(**configs.load('wsabie_synthetic:small').data.synthetic)
   path = tmp_path / 'new.txt'
   libsvm.write_libsvm(synthetic.generate(spec, 3, split='test'), path)
   lines = _run('launch/annotate.py', f'--workdir={workdir}', f'--input={path}', '--k=4').splitlines()
@@ -92,7 +93,7 @@ def test_evaluate_and_annotate_read_a_skipgram_workdir(skipgram_workdir, tmp_pat
   m = json.loads((skipgram_workdir / 'metrics.json').read_text())
   for key in ('p@1', 'p@5', 'map', 'class_f1@5', 'freq_p@1'):
     assert out[key] == pytest.approx(m[key], abs=1e-6), key
-  spec = synthetic.SyntheticSpec(**tables.load('wsabie_synthetic:small').data.synthetic)
+  spec = synthetic.SyntheticSpec(**configs.load('wsabie_synthetic:small').data.synthetic)
   path = tmp_path / 'new.txt'
   libsvm.write_libsvm(synthetic.generate(spec, 2, split='test'), path)
   lines = _run('launch/annotate.py', f'--workdir={skipgram_workdir}', f'--input={path}',
@@ -119,11 +120,11 @@ def test_reproduce_writes_the_table_beside_the_paper(tmp_path):
 
 
 def test_base_config_names_real_data_configs():
-  c = tables.base_config(os.path.join(ROOT, 'configs/wsabie_lear.py') + ':espgame,/data/iccv09')
+  c = runner.base_config(os.path.join(ROOT, 'configs/wsabie_lear.py') + ':espgame,/data/iccv09')
   assert (c.data.tfds_name, c.data.manual_dir) == ('lear_iccv09/espgame', '/data/iccv09')
-  assert tables.base_config('synthetic', small=True).data.num_train == 4000
+  assert runner.base_config('synthetic', small=True).data.num_train == 4000
   with pytest.raises(ValueError, match='expected a config file configs/FILE.py'):
-    tables.base_config('imagenet')
+    runner.base_config('imagenet')
 
 
 def test_every_method_through_every_launch_script(tmp_path):

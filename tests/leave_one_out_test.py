@@ -86,13 +86,13 @@ def test_load_splits_under_the_protocol():
 
 
 def test_paper_003_protocol_config():
-  from wsabie_jax.experiments import tables
-  c = tables.load('samplers:auc,corel5k,paper,small')
+  from wsabie_jax.api import configs
+  c = configs.load('samplers:auc,corel5k,paper,small')
   assert (c.data.protocol, c.data.features) == ('leave_one_out', 'image_id')
   assert (c.model.dim, c.model.init_std, c.optim.kind, c.optim.learning_rate, c.optim.l2) == (
       100, 0.01, 'sgd', 0.01, 0.01)
   assert c.loss.pairwise == 'logistic' and c.model.max_norm == float('inf')
   assert c.train.patience > 10**5  # every row takes the whole budget
-  assert tables.load('samplers:auc,synthetic,paper,small').train.patience > 10**5
-  assert tables.load('samplers:vse_hinge,corel5k,paper,small').loss.pairwise == 'hinge'
-  assert tables.load('samplers:auc,corel5k').data.protocol == 'random'
+  assert configs.load('samplers:auc,synthetic,paper,small').train.patience > 10**5
+  assert configs.load('samplers:vse_hinge,corel5k,paper,small').loss.pairwise == 'hinge'
+  assert configs.load('samplers:auc,corel5k').data.protocol == 'random'

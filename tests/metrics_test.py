@@ -191,7 +191,7 @@ def test_a_positive_never_ranks_below_itself():
 
 
 def test_a_run_ends_in_one_summary_line():
-  from wsabie_jax.experiments import run
+  from wsabie_jax.api import run
   metrics = {'p@1': 0.41234, 'p@5': 0.2588, 'map': 0.34792, 'freq_p@1': 0.232, 'freq_p@5': 0.176,
              'freq_map': 0.216, 'steps': 16000, 'train_seconds': 40.2,
              'train_examples_per_sec': 21912.0, 'auc': 0.9}

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from wsabie_jax.experiments import local_cluster as cluster
+from wsabie_jax.api import configs, local_cluster as cluster
 
 pytestmark = pytest.mark.slow  # several processes, each a whole training
 
@@ -104,7 +104,7 @@ def _wait_for(path: pathlib.Path, run: Run, timeout: float = TIMEOUT):
 
 def _states(workdir):
   """The workdir's latest and best states, restored by this (single) process."""
-  from wsabie_jax.experiments import run
+  from wsabie_jax.api import run
   restored = run.Restored(workdir)
   return [np.asarray(x) for x in jax.tree.leaves((restored.latest_state(), restored.state))]
 
@@ -187,7 +187,7 @@ def test_a_dead_peer_stops_the_others_with_one_line(tmp_path):
   assert re.fullmatch(r'error: process 1 stopped answering at step \d+; the last checkpoint is '
                       r'step \d+; restart every process to resume', last), last
   assert heartbeat * 0.5 < took < heartbeat + 60
-  from wsabie_jax.experiments import run as run_lib
+  from wsabie_jax.api import run as run_lib
   assert int(run_lib.Restored(tmp_path).state.step) >= 50
 
 
@@ -275,8 +275,8 @@ def test_evaluate_and_annotate_read_a_two_process_workdir(two_processes, tmp_pat
   for key in ('p@1', 'p@10', 'map'):
     assert got[key] == pytest.approx(want[key], abs=1e-6), key
   from wsabie_jax.data import libsvm, synthetic
-  from wsabie_jax.experiments import tables
-  spec = synthetic.SyntheticSpec(**tables.load('wsabie_synthetic:small').data.synthetic)
+  from wsabie_jax.reproduce import runner
+  spec = synthetic.SyntheticSpec(**configs.load('wsabie_synthetic:small').data.synthetic)
   libsvm.write_libsvm(synthetic.generate(spec, 3, split='test'), tmp_path / 'new.txt')
   out = subprocess.run([sys.executable, 'launch/annotate.py', f'--workdir={workdir}',
                         f'--input={tmp_path / "new.txt"}', '--k=4'],

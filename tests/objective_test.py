@@ -117,7 +117,7 @@ def test_auc_takes_the_first_valid_draw_not_the_first_violator():
 def test_sampler_speed_ups_over_seeds_are_summarised():
   """compare_samplers --seeds: each row's speed-up to WARP's 95% over the
   seeds that reached it (median, range), test p@5 and pairs/s medians."""
-  from wsabie_jax.experiments import paper003
+  from wsabie_jax.reproduce import sampler_tables
   inf = float('inf')
   row = lambda up, t, p5, rate: ({'speedup_reference': up, 'time_to_reference': t},
                                  {'p@5': p5}, rate)
@@ -126,6 +126,6 @@ def test_sampler_speed_ups_over_seeds_are_summarised():
               0: {'warp': row(1.0, 3.0, 0.16, 100.0), 'vse_warp': row(1.8, 1.7, 0.17, 80.0)},
               1: {'warp': row(1.0, 2.0, 0.15, 110.0), 'vse_warp': row(0.9, 2.2, 0.18, 70.0)},
               2: {'warp': row(1.0, 2.5, 0.17, 90.0), 'vse_warp': row(inf, inf, 0.14, 75.0)}}.items()}
-  text = paper003._over_seeds(runs, ('warp', 'vse_warp'))
+  text = sampler_tables._over_seeds(runs, ('warp', 'vse_warp'))
   assert '| warp | 3 of 3 | 1.00× (1.00–1.00×) | 0.1600 (0.1500–0.1700) | 100 |' in text
   assert '| vse_warp | 2 of 3 | 1.35× (0.90–1.80×) | 0.1700 (0.1400–0.1800) | 75 |' in text

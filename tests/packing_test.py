@@ -124,7 +124,7 @@ def test_annotate_keeps_the_input_order():
   each image's top labels its own (scored here one image at a time)."""
   import types
   import ml_collections
-  from wsabie_jax.experiments import annotate
+  from wsabie_jax.api import annotate
   ds = _uneven(num_images=40)
   rng = np.random.default_rng(2)
   V, W = rng.normal(size=(ds.num_features, 5)), rng.normal(size=(ds.num_labels, 5))

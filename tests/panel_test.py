@@ -4,7 +4,7 @@ import pytest
 
 from wsabie_jax import config as config_lib
 from wsabie_jax.data import corel5k_paths, load_splits
-from wsabie_jax.experiments import panel
+from wsabie_jax.benchmarks import panel
 from wsabie_jax.wsabie import fitting
 
 

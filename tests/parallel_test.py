@@ -18,7 +18,7 @@ from wsabie_jax.data import batching, synthetic
     ('warp', 'adagrad', 'adaptive', 'auto'), ('auc', 'sgd', 'adaptive', 'rows'),
     ('exact', 'adagrad', 'uniform', 'auto'), ('exact', 'sgd', 'uniform', 'rows')])
 def test_four_devices_match_one(loss, optimizer, sampler, tables):
-  """Gathered rows are all-gathered, tables read whole (wsabie/tables.py) summed;
+  """Gathered rows are all-gathered, tables read whole (wsabie/table_reads.py) summed;
   'auto' reads the labels whole here (Y 60 ≤ 8·(K+1))."""
   cpus = jax.devices('cpu')
   assert len(cpus) >= 4, 'tests/conftest.py forces 4 CPU devices'
@@ -60,7 +60,7 @@ def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
   """One dispatch a step, or a lax.fori_loop of 4 inside shard_map (each device
   gathering its slice of every step's batch from the replicated table)."""
   from tests.train_test import _tiny_config
-  from wsabie_jax.experiments import run
+  from wsabie_jax.api import configs, run
   results = []
   for n in (1, 4):
     c = _tiny_config(max_steps=12, eval_every_steps=6)
@@ -75,11 +75,11 @@ def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
 def test_skipgram_on_four_devices_matches_one(tmp_path, per_call):
   """Paper 004's step, batch split over 4 devices (XLA partitions it, the scan
   of steps too), equals one device."""
-  from wsabie_jax.experiments import tables
-  from wsabie_jax.experiments import run
+  from wsabie_jax.reproduce import runner
+  from wsabie_jax.api import run
   results = []
   for n in (1, 4):
-    c = tables.load('skipgram_synthetic:proposed,small')
+    c = configs.load('skipgram_synthetic:proposed,small')
     c.train.update(max_steps=10, eval_every_steps=5, num_devices=n, batch_size=32,
                    platform='cpu', steps_per_call=per_call)
     c.oov.steps = 0

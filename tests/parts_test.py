@@ -212,20 +212,20 @@ def test_training_ranks_true_pairs_higher():
 def _small_parts_config(arg: str):
   """configs/parts_synthetic.py:<arg>,small with small evaluation sets (skips without WordNet)."""
   import pytest
-  from wsabie_jax.experiments import tables
+  from wsabie_jax.api import configs
   from wsabie_jax.data import wordnet
   try:
     wordnet.load()
   except wordnet.WordNetMissing as e:
     pytest.skip(str(e))
-  c = tables.load('parts_synthetic:' + arg + ',small')
+  c = configs.load('parts_synthetic:' + arg + ',small')
   c.proxy.update(num_valid=100, num_test=200)
   return c
 
 
 def test_parts_method_trains_through_the_loop(tmp_path):
   """The proxy data from WordNet-mode synthetic images, trained and scored by the loop."""
-  from wsabie_jax.experiments import run
+  from wsabie_jax.api import configs, run
   c = _small_parts_config('unshared,i')
   c.train.update(max_steps=60, eval_every_steps=30)
   m = run.train_and_evaluate(c, tmp_path)
@@ -247,8 +247,8 @@ def test_svm_baseline_row(tmp_path):
 def test_paper_protocol_config():
   """parts_synthetic.py:…,paper — paper 002's plain SGD rates and selection on
   validation Part-Object mean rank (a method metric, lower is better)."""
-  from wsabie_jax.experiments import tables
-  c = tables.load('parts_synthetic:unshared,i,paper,small')
+  from wsabie_jax.api import configs
+  c = configs.load('parts_synthetic:unshared,i,paper,small')
   assert (c.optim.kind, c.optim.learning_rate_W, c.optim.learning_rate_V) == ('sgd', 0.01, 0.1)
   assert c.train.select_metric == 'i_pair_mean_rank'
-  assert tables.load('parts_synthetic:unshared,i,small').train.select_metric == 'i_pair_map'
+  assert configs.load('parts_synthetic:unshared,i,small').train.select_metric == 'i_pair_map'

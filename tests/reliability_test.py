@@ -22,7 +22,7 @@ from wsabie_jax import methods
 from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.core import evaluation, metrics
 from wsabie_jax.data import batching
-from wsabie_jax.experiments import run
+from wsabie_jax.api import run
 from wsabie_jax.training import checkpoints, loop, recorder, settings as run_settings, workdir as workdir_lib
 
 pytestmark = pytest.mark.slow  # trainings killed, resumed and corrupted
@@ -264,7 +264,7 @@ class _NoSummaries:
 
 def test_annotating_an_empty_file_is_an_error(finished, tmp_path):
   """annotate.py on an empty input exited 0 saying nothing."""
-  from wsabie_jax.experiments import annotate
+  from wsabie_jax.api import annotate
   workdir, _, _ = finished
   restored = run.Restored(workdir)
   empty = tmp_path / 'empty.txt'

@@ -7,13 +7,13 @@ import re
 import pytest
 
 from tests import helpers
-from wsabie_jax.experiments import reproduce
+from wsabie_jax.reproduce import by_name
 
 pytestmark = pytest.mark.slow  # every table's runs, small
 
 # 000-7 and 002-5 are printed by the same runs as 000-2 and 002-3
 # (paper000.baselines_table, paper002.run): one run checks both.
-RUNS = [t for t in reproduce.TABLES if t not in ('000-7', '002-5')]
+RUNS = [t for t in by_name.TABLES if t not in ('000-7', '002-5')]
 NUMBER = re.compile(r'[-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf)', re.IGNORECASE)
 
 
@@ -29,7 +29,7 @@ def test_every_paper_table_runs_with_every_row_filled(table, tmp_path, monkeypat
   # Small runs end on seconds budgets (samplers 3 s, 000-R1 2 s): on a fake
   # clock they take the same steps and validations on any machine.
   helpers.FakeClock(per_read=0.01).install(monkeypatch)
-  text = reproduce.reproduce(table, tmp_path, small=True)
+  text = by_name.reproduce(table, tmp_path, small=True)
   assert (tmp_path / f'{table}.md').read_text() == text
   rows = table_rows(text)
   assert len(rows) >= 3, text  # a header and at least two rows

@@ -11,7 +11,7 @@ from wsabie_jax import config as config_lib, methods
 from wsabie_jax import data as data_lib
 from wsabie_jax.config.schema import ConfigError, defaults
 from wsabie_jax.data import corel5k_paths, settings as data_settings
-from wsabie_jax.experiments import config_view
+from wsabie_jax.api import config_view
 from wsabie_jax.methods import skipgram, wsabie
 from wsabie_jax.training import settings, workdir
 

@@ -1,8 +1,7 @@
 """Shards on disk: round trip, every pair once per epoch, training from them."""
 import numpy as np
 
-from wsabie_jax.experiments import tables
-from wsabie_jax.experiments import run
+from wsabie_jax.api import configs, run
 from wsabie_jax.data import dataset, shards, synthetic
 import pytest
 
@@ -47,7 +46,7 @@ def test_stream_visits_every_pair_once_per_epoch(tmp_path):
 
 
 def _shard_config(tmp_path):
-  c = tables.load('wsabie_webscale:small')
+  c = configs.load('wsabie_webscale:small')
   c.data.shards_dir = str(tmp_path / 'shards')
   c.data.num_train, c.data.shard_size = 4000, 1500
   c.data.synthetic.num_labels = 200

@@ -125,7 +125,7 @@ def _reference_update(cfg, state, batch):
     ('dot', 'sgd', 'all', 'first_violator', 'whole', 1, 12)])
 def test_step_matches_slow_reference(score, optimizer, violators, estimate, tables, seed,
                                      num_draws):
-  """Both ways of reading the tables (gathered rows; whole, wsabie/tables.py),
+  """Both ways of reading the tables (gathered rows; whole, wsabie/table_reads.py),
   on pairs whose violator counts span 0 … K and whose first violator is not
   always the first draw (asserted: a fixture change cannot lose them)."""
   cfg = helpers.step_config(Y, dim=D, num_draws=num_draws, score=score, optimizer=optimizer,
@@ -197,15 +197,15 @@ def test_dense_and_sparse_row_updates_agree(optimizer):
 
 
 def test_embedding_pieces_carry_their_mean_squares():
-  """The feature table's pieces x_f·g_b (wsabie/tables.embed) carry their
+  """The feature table's pieces x_f·g_b (wsabie/table_reads.embed) carry their
   Adagrad terms x_f²·mean(g_b²), equal to update_rows' own from the pieces,
   so the update is the same either way."""
   from wsabie_jax.data import packing
-  from wsabie_jax.wsabie import tables
+  from wsabie_jax.wsabie import table_reads
   rng = np.random.default_rng(5)
   V_dxD = jnp.asarray(rng.normal(0, 0.3, (d, D)), jnp.float32)
   batch = packing.from_padded(jax.tree.map(jnp.asarray, _tiny_batch(4)))
-  _, pieces_of = tables.embed(V_dxD, batch, B, whole=False)
+  _, pieces_of = table_reads.embed(V_dxD, batch, B, whole=False)
   pieces = pieces_of(jnp.asarray(rng.normal(0, 1, (B, D)), jnp.float32))
   np.testing.assert_allclose(pieces.sq_R, jnp.mean(jnp.square(pieces.grads_RxD), -1), rtol=1e-5)
   acc_d = row_optim.init_accumulator(d, 'adagrad', 0.1)

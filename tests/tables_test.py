@@ -1,4 +1,4 @@
-"""Reading a table whole by matmuls (wsabie/tables.py) is the gathered-rows update."""
+"""Reading a table whole by matmuls (wsabie/table_reads.py) is the gathered-rows update."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +8,7 @@ from tests import helpers
 from wsabie_jax.core import model
 from wsabie_jax.data import batching, synthetic
 from wsabie_jax.wsabie import step as step_lib
-from wsabie_jax.wsabie import tables
+from wsabie_jax.wsabie import table_reads
 from wsabie_jax.wsabie import warp
 
 Y, d = 40, 120
@@ -21,17 +21,17 @@ def _cfg(**kw):
 
 def test_auto_reads_whole_only_where_cheaper_and_possible():
   small = _cfg(num_draws=10)  # Y 40 ≤ 8·11
-  assert tables.choose(small, 64, 64 * 10, 300) == tables.Whole(True, False)  # 64·300 > 20·640
-  assert tables.choose(small, 64, 64 * 10, 20).features  # 64·20 ≤ 20·640
-  assert not tables.choose(helpers.step_config(1000, num_draws=10), 64, 640, d).labels
-  assert tables.choose(_cfg(tables='whole'), 64, 1, 10**6) == tables.Whole(True, True)
-  assert tables.choose(_cfg(tables='labels'), 64, 1, 10**6) == tables.Whole(True, False)
-  assert tables.choose(_cfg(tables='features'), 64, 1, 10**6) == tables.Whole(False, True)
+  assert table_reads.choose(small, 64, 64 * 10, 300) == table_reads.Whole(True, False)  # 64·300 > 20·640
+  assert table_reads.choose(small, 64, 64 * 10, 20).features  # 64·20 ≤ 20·640
+  assert not table_reads.choose(helpers.step_config(1000, num_draws=10), 64, 640, d).labels
+  assert table_reads.choose(_cfg(tables='whole'), 64, 1, 10**6) == table_reads.Whole(True, True)
+  assert table_reads.choose(_cfg(tables='labels'), 64, 1, 10**6) == table_reads.Whole(True, False)
+  assert table_reads.choose(_cfg(tables='features'), 64, 1, 10**6) == table_reads.Whole(False, True)
   for kw in (dict(tables='rows'), dict(score='neg_euclidean'), dict(l2=0.01)):
-    assert tables.choose(_cfg(**kw), 64, 640, 20) == tables.Whole(False, False), kw
+    assert table_reads.choose(_cfg(**kw), 64, 640, 20) == table_reads.Whole(False, False), kw
   # The exact rank scores every label either way: whole up to a chunk's worth.
-  assert tables.choose(_cfg(loss='exact'), 64, 640, 300) == tables.Whole(True, False)
-  assert not tables.choose(_cfg(loss='exact', label_chunk=16), 64, 640, 300).labels
+  assert table_reads.choose(_cfg(loss='exact'), 64, 640, 300) == table_reads.Whole(True, False)
+  assert not table_reads.choose(_cfg(loss='exact', label_chunk=16), 64, 640, 300).labels
 
 
 OBJECTIVES = {
@@ -74,7 +74,7 @@ def test_each_table_read_whole_gives_the_gathered_update(objective, whole):
 
 
 def test_exact_rank_read_whole_equals_the_full_matrix():
-  """tables.exact_label_grads against autodiff of warp.exact_rank_loss on
+  """table_reads.exact_label_grads against autodiff of warp.exact_rank_loss on
   S = images·Wᵀ, each row's Q pairs (padding weighted 0) summed: loss,
   ∂/∂images, ∂/∂W, and each W row's Adagrad term Σ_b (∂/∂S_by)²·mean(image_b²)."""
   Q, Yl = 2, 13
@@ -94,7 +94,7 @@ def test_exact_rank_read_whole_equals_the_full_matrix():
   want_loss, (want_dx, want_dW) = jax.value_and_grad(full, (0, 1))(image, W)
   dS = jax.grad(full_of_scores)(image @ W.T)
   want_sq = jnp.square(dS).T @ jnp.mean(jnp.square(image), -1)
-  loss, dx, dW = tables.exact_label_grads(W, image, jnp.asarray(label), jnp.asarray(weight),
+  loss, dx, dW = table_reads.exact_label_grads(W, image, jnp.asarray(label), jnp.asarray(weight),
                                           jnp.asarray(pos), rank_weights='harmonic', margin=0.5)
   assert float(want_loss) > 0
   np.testing.assert_allclose(loss, want_loss, rtol=1e-5)

@@ -7,10 +7,9 @@ import jax
 import numpy as np
 import pytest
 
-from wsabie_jax.experiments import tables
 from wsabie_jax.training import checkpoints as checkpointing
 from wsabie_jax import methods
-from wsabie_jax.experiments import run
+from wsabie_jax.api import configs, run
 from wsabie_jax.training import workdir as workdir_lib
 from tests import helpers
 
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.slow  # whole trainings through the loop
 
 
 def _tiny_config(**train_overrides):
-  c = tables.load('wsabie_synthetic:small')
+  c = configs.load('wsabie_synthetic:small')
   c.data.num_train, c.data.num_test = 600, 100
   c.data.synthetic.num_labels, c.data.synthetic.num_features = 40, 200
   c.model.dim = 8
@@ -102,7 +101,7 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
       c = _tiny_config()
       c.train.plan_packs = 'device'
     else:
-      c = _adaptive(_tiny_config()) if spec == 'adaptive' else tables.load(spec)
+      c = _adaptive(_tiny_config()) if spec == 'adaptive' else configs.load(spec)
     c.train.update(max_steps=steps, eval_every_steps=7, checkpoint_every_steps=1000,
                    patience=100, steps_per_call=per_call, eval_subset=50, deterministic=True)
     if method == 'skipgram':
@@ -298,10 +297,10 @@ def test_validations_at_least_every_few_epochs(tmp_path):
 
 def test_skipgram_resume_gives_identical_state(tmp_path):
   """The tower, its Adam state, the word rows and their accumulators resume exactly."""
-  from wsabie_jax.experiments import tables
+  from wsabie_jax.reproduce import runner
 
   def config(steps):
-    c = tables.load('skipgram_synthetic:proposed,small')
+    c = configs.load('skipgram_synthetic:proposed,small')
     c.train.update(max_steps=steps, eval_every_steps=5, checkpoint_every_steps=1000, patience=100,
                    deterministic=True)
     c.oov.steps = 0

@@ -89,7 +89,7 @@ class RowPieces(NamedTuple):
 
 class DenseGrad(NamedTuple):
   """A table's gradient summed per row, for steps that form it by matmul
-  (wsabie/tables.py): what `update_rows` needs of the pieces, without them."""
+  (wsabie/table_reads.py): what `update_rows` needs of the pieces, without them."""
   grad_NxD: jax.Array   # Σ of the pieces of each row
   sq_N: jax.Array       # Σ over the pieces of each one's mean squared gradient (Adagrad)
   touched_N: jax.Array  # bool: the rows a piece named (only these are stepped and projected)

@@ -134,7 +134,7 @@ def shard_batch(batch, mesh: Mesh, axis: int = 0, local: bool = False):
 def combine(grad):
   """One device's gradient for a table (inside shard_map) made every replica's:
   row pieces all-gathered (each replica applies all of them), per-row sums of
-  a table read whole (wsabie/tables.py) summed."""
+  a table read whole (wsabie/table_reads.py) summed."""
   if isinstance(grad, row_optim.DenseGrad):
     return row_optim.DenseGrad(jax.lax.psum(grad.grad_NxD, AXIS), jax.lax.psum(grad.sq_N, AXIS),
                                jax.lax.psum(grad.touched_N.astype(jnp.int32), AXIS) > 0)

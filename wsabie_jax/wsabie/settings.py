@@ -25,7 +25,7 @@ class ModelConfig:
   # violator test against the margin is exact; 'tensorfloat32' / 'bfloat16' trade it for speed.
   matmul_precision: str = 'float32'
   init_std: float = 0.0         # rows ~ N(0, init_std²) before projection; 0: 1/√d (paper 000)
-  # How the step reads the tables (wsabie/tables.py): 'rows' gathers the touched rows
+  # How the step reads the tables (wsabie/table_reads.py): 'rows' gathers the touched rows
   # (the cost model); 'whole' reads both by matmuls ('labels' / 'features': that one);
   # 'auto' reads a table whole where that is faster (small tables).
   tables: str = 'auto'

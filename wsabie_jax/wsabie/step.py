@@ -25,7 +25,7 @@ from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.data import packing
 from wsabie_jax.training import parallel
-from wsabie_jax.wsabie import exact_rank, tables
+from wsabie_jax.wsabie import exact_rank, table_reads
 from wsabie_jax.wsabie.objective import choose_objective, pairwise_loss
 # The settings, importable from here too (step.StepConfig, step.LossConfig, …).
 from wsabie_jax.wsabie.settings import (LOSSES, SAMPLERS, LossConfig, ModelConfig,  # noqa: F401
@@ -55,7 +55,7 @@ def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState
 class RowGrads(NamedTuple):
   """The step's gradient for each table: the touched rows' pieces (the cost
   model, docs/DESIGN.md §1) or, for a table read whole, its per-row sums
-  (wsabie/tables.py)."""
+  (wsabie/table_reads.py)."""
   V: row_optim.RowPieces | row_optim.DenseGrad
   W: row_optim.RowPieces | row_optim.DenseGrad
 
@@ -99,7 +99,7 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   embedded once and its K draws are shared by its Q pairs: each pair's draws
   are still i.i.d. uniform over the image's negatives, as Alg. 1's are.
   The rows a batch touches are gathered here (or a small table read whole:
-  tables.choose); which draws count for a pair and with what weight is
+  table_reads.choose); which draws count for a pair and with what weight is
   written for one pair and vmapped. `u_BxK` are the draws' uniforms
   (`draw_uniforms`).
   """
@@ -107,13 +107,13 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   batch = by_row(batch)
   label_BxQ, weight_BxQ = batch['label_BxQ'], batch['weight_BxQ']
   B, Q = label_BxQ.shape
-  whole = tables.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
+  whole = table_reads.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
   draw_negatives, weigh = choose_objective(cfg)
-  image_BxD, V_grads_of = tables.embed(V, batch, B, whole.features)
+  image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
   neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
   K = neg_BxK.shape[1]
   if whole.labels:
-    pos_BxQ, neg_scores_BxK = tables.scores(W, image_BxD, label_BxQ, neg_BxK)
+    pos_BxQ, neg_scores_BxK = table_reads.scores(W, image_BxD, label_BxQ, neg_BxK)
   else:
     W_pos_BxQxD, W_neg_BxKxD = W[label_BxQ], W[neg_BxK]
     pos_BxQ = model.score(image_BxD, W_pos_BxQxD, cfg.model.score)
@@ -132,7 +132,7 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   neg_ids_BxM = neg_BxK if every_draw else jnp.take_along_axis(neg_BxK, pick_BxM, 1)
   loss_of = draws_loss(cfg, weight_BxQxJ, every_draw)
   if whole.labels:
-    loss, g_image_BxD, W_grads = tables.label_grads(
+    loss, g_image_BxD, W_grads = table_reads.label_grads(
         W, image_BxD, label_BxQ, neg_ids_BxM, loss_of, pos_BxQ,
         neg_scores_BxK if every_draw else jnp.take_along_axis(neg_scores_BxK, pick_BxM, 1))
   else:
@@ -158,17 +158,17 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
 
 def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
   """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)
-  time. Labels read whole (tables.choose: Y ≤ loss.label_chunk, dot scores)
-  by one B×Y matmul (tables.exact_label_grads); otherwise O(B·C) memory in
+  time. Labels read whole (table_reads.choose: Y ≤ loss.label_chunk, dot scores)
+  by one B×Y matmul (table_reads.exact_label_grads); otherwise O(B·C) memory in
   chunks of C = loss.label_chunk labels (exact_rank.py), a row's Q pairs
   scored as Q rows of one pair."""
   V, W = params
   batch = by_row(batch)
   B, Q = batch['label_BxQ'].shape
-  whole = tables.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
-  image_BxD, V_grads_of = tables.embed(V, batch, B, whole.features)
+  whole = table_reads.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
+  image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
   if whole.labels:
-    loss, g_image_BxD, gW = tables.exact_label_grads(
+    loss, g_image_BxD, gW = table_reads.exact_label_grads(
         W, image_BxD, batch['label_BxQ'], batch['weight_BxQ'], batch['pos_BxP'],
         rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin)
   else:
@@ -232,7 +232,7 @@ def has_local_step(cfg: StepConfig) -> bool:
   the exact rank's label rows gathered under Adagrad (each device's pieces
   would be its slice's per-row sums, whose Adagrad terms differ)."""
   return not (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
-              and not tables.choose(cfg, 1, 1, 1).labels)  # exact's label choice reads no shapes
+              and not table_reads.choose(cfg, 1, 1, 1).labels)  # exact's label choice reads no shapes
 
 
 def local_train_step(cfg: StepConfig):

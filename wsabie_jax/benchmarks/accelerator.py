@@ -26,8 +26,8 @@ import tempfile
 from wsabie_jax.data import settings as data_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching
-from wsabie_jax.experiments import benchmarking, tables
-from wsabie_jax.experiments import run as run_lib
+from wsabie_jax.benchmarks import timed
+from wsabie_jax.api import configs, run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
 from wsabie_jax.wsabie import step as step_lib
 
@@ -58,14 +58,14 @@ def grid(small: bool, seconds: float, steps_per_call: int) -> list[dict]:
         cfg = wsabie_method.step_config(config, train.num_labels)
         batch = batching.PairStream(train, B, 0).batch(1)
         row = {'Y': Y, 'B': B, 'K': K}
-        row['alone'] = B / benchmarking.timed_step(cfg, train.num_features, batch,
+        row['alone'] = B / timed.timed_step(cfg, train.num_features, batch,
                                                    steps=20 if small else 200)
         if (B, K, Y) == deterministic_at:  # what exactness costs, two ways
-          row['alone_deterministic'] = B / benchmarking.timed_step(
+          row['alone_deterministic'] = B / timed.timed_step(
               cfg, train.num_features, batch, steps=10 if small else 50, deterministic=True)
           tf32 = dataclasses.replace(cfg, model=dataclasses.replace(
               cfg.model, matmul_precision='tensorfloat32'))
-          row['alone_tensorfloat32'] = B / benchmarking.timed_step(
+          row['alone_tensorfloat32'] = B / timed.timed_step(
               tf32, train.num_features, batch, steps=20 if small else 200)
         # Steps for about `seconds` at the step's own speed (a time budget would
         # count compilation, which the loop's pairs/s leaves out).
@@ -97,12 +97,12 @@ def _print_grid(rows, per_call: int, header: bool):
 
 
 def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:
-  train, test, _ = benchmarking.lightfm_data('synthetic', small)
+  train, test, _ = timed.lightfm_data('synthetic', small)
   dim, threads = 64, os.cpu_count()
   padded_test = batching.pad_images(test)
-  lfm, lfm_epochs = benchmarking.train_lightfm(train, dim, budget, threads=threads)
-  theirs = benchmarking.summarize(lfm_epochs)
-  theirs.update(evaluation.evaluate_params(*benchmarking.lightfm_as_params(lfm, test), ks=(1, 10)))
+  lfm, lfm_epochs = timed.train_lightfm(train, dim, budget, threads=threads)
+  theirs = timed.summarize(lfm_epochs)
+  theirs.update(evaluation.evaluate_params(*timed.lightfm_as_params(lfm, test), ks=(1, 10)))
   B = 512 if small else 4096
   cfg = step_lib.StepConfig(train.num_labels, model=step_lib.ModelConfig(dim=dim, max_norm=3.0),
                             loss=step_lib.LossConfig(num_draws=100),
@@ -113,9 +113,9 @@ def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:
     got = evaluation.evaluate_params(params, padded_test, ks=(1,))
     curve.append({'seconds': seconds, 'pairs': pairs, 'p@1': got['p@1']})
 
-  params, epochs = benchmarking.train_ours(train, cfg, B, budget, steps_per_call=steps_per_call,
+  params, epochs = timed.train_ours(train, cfg, B, budget, steps_per_call=steps_per_call,
                                            on_pause=on_pause, pause_every_seconds=budget / 60)
-  ours = benchmarking.summarize(epochs)
+  ours = timed.summarize(epochs)
   ours.update(evaluation.evaluate_params(params, padded_test, ks=(1, 10)))
   reached = [c['seconds'] for c in curve if c['p@1'] >= theirs['p@1']]
   ours['seconds_to_lightfm_p@1'] = reached[0] if reached else None
@@ -135,7 +135,7 @@ def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:
 
 
 def corel5k(steps: int) -> dict:
-  config = tables.load('wsabie_corel5k')
+  config = configs.load('wsabie_corel5k')
   config.train.update(max_steps=steps, eval_every_steps=10**9, checkpoint_every_steps=10**9,
                       log_every_steps=10**9)
   with tempfile.TemporaryDirectory() as workdir:

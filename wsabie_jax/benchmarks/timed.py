@@ -21,7 +21,7 @@ from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.data import batching, dataset, load_splits, synthetic
 from wsabie_jax.data.dataset import SparseDataset
-from wsabie_jax.experiments import tables
+from wsabie_jax.api import configs
 from wsabie_jax.training import dispatch, parallel, recorder
 
 
@@ -165,7 +165,7 @@ def timed_skipgram_step(cfg, words_VxD, stream, tag_counts_Y, steps: int = 20) -
 def lightfm_data(name: str, small: bool):
   """(train, test, config or None): the side by sides' data, synthetic or Corel5k."""
   if name == 'corel5k':
-    c = tables.load('wsabie_corel5k')
+    c = configs.load('wsabie_corel5k')
     train, valid, test = load_splits(c.data)  # Corel5k: no WordNet vocabulary
     return train, test, c
   spec = synthetic.SyntheticSpec(num_labels=10_000, num_features=10_000, nnz=50, signal=0.5)

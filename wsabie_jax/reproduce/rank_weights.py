@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import pathlib
 
-from wsabie_jax.experiments import tables
+from wsabie_jax.api import configs
+from wsabie_jax.reproduce import runner
 from wsabie_jax.wsabie import rank_weighting as rw
 
 KS = (1, 2, 3, 5, 10, 100)
@@ -58,7 +59,7 @@ def table(workdir, small: bool = False) -> str:
 def equal_time(workdir, seconds: float, small: bool) -> dict:
   """The default job under each way of weighting, `seconds` of training each."""
   def config(**loss):
-    c = tables.load('wsabie_synthetic' + (':small' if small else ''))
+    c = configs.load('wsabie_synthetic' + (':small' if small else ''))
     c.train.update(max_seconds=seconds, num_epochs=1000, patience=1000)
     c.loss.update(loss)
     return c
@@ -70,6 +71,6 @@ def equal_time(workdir, seconds: float, small: bool) -> dict:
           'VSE-ens + WARP, K = 100': config(sampler='adaptive', violators='all',
                                             rank_estimate='violator_count', num_draws=100),
           'exact ranks (every label scored)': config(kind='exact')}
-  by_dir = tables.run_rows({f'run{i}': c for i, c in enumerate(rows.values())},
+  by_dir = runner.run_rows({f'run{i}': c for i, c in enumerate(rows.values())},
                            pathlib.Path(workdir) / 'equal_time')
   return {'num_labels': Y, 'rows': {name: by_dir[f'run{i}'] for i, name in enumerate(rows)}}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import pathlib
 
-from wsabie_jax.experiments import benchmarks, paper000, paper002, paper003, paper004, weighting
+from wsabie_jax.benchmarks import suites
+from wsabie_jax.reproduce import wsabie_tables, parts_tables, sampler_tables, skipgram_tables, rank_weights
 
 TABLES = ('000-2', '000-4', '000-5', '000-7', '000-R1', '002-3', '002-5', '003-2', '003-4', '004-1', '004-3')
 DATA_OF = {'000-R1': 'none (expectations; VSE-ens simulated on a random table)', '002-3': 'synthetic, WordNet mode (proxy images of objects and parts)',
@@ -23,20 +24,20 @@ def reproduce(table: str, workdir, data: str = 'corel5k', small: bool = False) -
   workdir.mkdir(parents=True, exist_ok=True)
   where = workdir / table
   if table in ('000-4', '000-5'):
-    text = paper000.runs_table(table, where, data, small)
+    text = wsabie_tables.runs_table(table, where, data, small)
   elif table in ('000-2', '000-7'):
-    text = paper000.baselines_table(where, data, (16, 32) if small else (32, 64, 128), small)
+    text = wsabie_tables.baselines_table(where, data, (16, 32) if small else (32, 64, 128), small)
   elif table == '000-R1':  # Remark 1's weighting under each rank estimate
-    text = weighting.table(where, small)
+    text = rank_weights.table(where, small)
   elif table in ('002-3', '002-5'):
-    text = paper002.run(where, small)
+    text = parts_tables.run(where, small)
   elif table in ('003-2', '003-4'):  # both protocols: paper 003's, then this project's
-    text = (paper003.run(where / 'paper', DATA_OF[table], small=small, paper=True) + '\n'
-            + paper003.run(where / 'ours', DATA_OF[table], small=small))
+    text = (sampler_tables.run(where / 'paper', DATA_OF[table], small=small, paper=True) + '\n'
+            + sampler_tables.run(where / 'ours', DATA_OF[table], small=small))
   elif table == '004-3':
-    text = paper004.table(where, small=small)
+    text = skipgram_tables.table(where, small=small)
   else:  # 004-1: seconds per epoch
-    rows = benchmarks.skipgram_epoch(small)
+    rows = suites.skipgram_epoch(small)
     (workdir / f'{table}.json').write_text(json.dumps(rows, indent=2))
     names = [k for k in rows[0] if k not in ('labels', 'images')]
     text = '\n'.join(['| labels | images | ' + ' | '.join(names) + ' |',

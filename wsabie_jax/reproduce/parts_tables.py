@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import pathlib
 
-from wsabie_jax.experiments import tables
+from wsabie_jax.api import configs
+from wsabie_jax.reproduce import runner
 from wsabie_jax.methods import parts
 
 ROWS = (('Shared (IW)', 'shared,iw', 'iw'), ('UnShared (IW)', 'unshared,iw', 'iw'),
@@ -27,7 +28,7 @@ def run(workdir, small: bool = False, svm: bool = True, paper: bool = True) -> s
   project's (row-wise Adagrad 0.05, selection on validation MAP)."""
   workdir = pathlib.Path(workdir)
   size = (',paper' if paper else '') + (',small' if small else '')
-  by_dir = tables.run_rows({arg.replace(',', '_'): tables.load(f'parts_synthetic:{arg}{size}')
+  by_dir = runner.run_rows({arg.replace(',', '_'): configs.load(f'parts_synthetic:{arg}{size}')
                            for _, arg, _ in ROWS}, workdir)
   results = {name: by_dir[arg.replace(',', '_')] for name, arg, _ in ROWS}
   any_run = next(iter(results.values()))
@@ -48,7 +49,7 @@ def run(workdir, small: bool = False, svm: bool = True, paper: bool = True) -> s
                  f"{_cells(m, f'{scoring}_triplet')} | {PAPER3[name]} |")
   if svm:  # one-vs-rest linear classifiers: no f_L, so Triplet = annotation
     results['SVM'] = parts.svm_baseline(
-        tables.load(f'parts_synthetic:{ROWS[0][1]}{size}'))
+        configs.load(f'parts_synthetic:{ROWS[0][1]}{size}'))
     svm = _cells(results['SVM'], 'svm_annot')
     lines.append(f"| SVM (one-vs-rest, PA) | {svm} | – | {svm} | {PAPER3['SVM']} |")
   lines += ['', 'Table 5 style: Part-Object Labeling among all relation couples, test quadruplets '
@@ -68,7 +69,7 @@ def run(workdir, small: bool = False, svm: bool = True, paper: bool = True) -> s
       for table, rows in json.loads(near.read_text()).items():
         lines += [f'- {table}: ' + '; '.join(f"{q} → {', '.join(v)}" for q, v in rows.items())]
   text = '\n'.join(lines) + '\n'
-  tables.write(workdir, text, results)
+  runner.write(workdir, text, results)
   return text
 
 

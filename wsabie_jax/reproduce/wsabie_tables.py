@@ -8,7 +8,8 @@ import time
 from wsabie_jax.baselines import ensemble, knn, linear as baselines
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching
-from wsabie_jax.experiments import run, tables
+from wsabie_jax.api import run
+from wsabie_jax.reproduce import runner
 from wsabie_jax.methods.common import load_splits
 
 PAPER_2 = ('Paper 000 Table 2 (ImageNet p@1 p@10 psib@10 MAP, %): Approx. k-NN 1.55 0.41 1.69 2.32; '
@@ -17,7 +18,7 @@ PAPER_2 = ('Paper 000 Table 2 (ImageNet p@1 p@10 psib@10 MAP, %): Approx. k-NN 1
 
 
 def _config(data: str, small: bool, dim=None):
-  c = tables.base_config(data, small)
+  c = runner.base_config(data, small)
   if dim:
     c.model.dim = dim
   return c
@@ -87,7 +88,7 @@ def baselines_table(workdir, data: str = 'corel5k', dims=(32, 64, 128), small: b
     lines.append(f"| {name} | {r['p@1']:.4f} | {r['p@10']:.4f} | {sib} | {r['map']:.4f} | "
                  f"{r['setting']} | {r['seconds']:.0f} |")
   text = '\n'.join(lines) + '\n'
-  tables.write(workdir, text, results)
+  runner.write(workdir, text, results)
   return text
 
 
@@ -120,12 +121,12 @@ def runs_table(table: str, workdir, data: str = 'corel5k', small: bool = False) 
     raise ValueError(f'runs_table makes 000-4 and 000-5, not {table}')
   configs = {}
   for name, overrides in rows.items():
-    c = tables.base_config(data, small)
+    c = runner.base_config(data, small)
     for path, value in overrides.items():
       section, field = path.split('.')
       c[section][field] = value
     configs[name.replace(' ', '_').replace('=', '')] = c
-  results = tables.run_rows(configs, workdir)
+  results = runner.run_rows(configs, workdir)
   lines = [PAPER_4_5[table], '', '| run | p@1 | p@10 | psib@10 | MAP | train s |',
            '|---|---|---|---|---|---|']
   lines += [_row(name, results[name.replace(' ', '_').replace('=', '')]) for name in rows]

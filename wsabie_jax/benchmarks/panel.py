@@ -32,7 +32,8 @@ from wsabie_jax import config as config_lib
 from wsabie_jax.data import settings as data_settings
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, load_splits
-from wsabie_jax.experiments import benchmarking, run
+from wsabie_jax.benchmarks import timed
+from wsabie_jax.api import run
 from wsabie_jax.methods import wsabie as wsabie_method
 from wsabie_jax.wsabie import fitting
 
@@ -161,7 +162,7 @@ def _median_run(got: list[dict]) -> dict:
 
 def _lightfm(train, test, dim, threads, budgets, max_sampled) -> list[dict]:
   from lightfm import LightFM
-  interactions, features = benchmarking.lightfm_inputs(train)
+  interactions, features = timed.lightfm_inputs(train)
   lfm = LightFM(no_components=dim, loss='warp', random_state=0, max_sampled=max_sampled)
   out, spent, epochs = [], 0.0, 0
   for budget in budgets:
@@ -173,7 +174,7 @@ def _lightfm(train, test, dim, threads, budgets, max_sampled) -> list[dict]:
     out.append({'system': f'LightFM max_sampled={max_sampled}', 'budget': budget, 'dim': dim,
                 'seconds': spent, 'epochs': float(epochs),
                 'pairs_per_sec': epochs * interactions.nnz / spent,
-                **_metrics(*benchmarking.lightfm_as_params(lfm, test))})
+                **_metrics(*timed.lightfm_as_params(lfm, test))})
   return out
 
 
@@ -228,7 +229,7 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
       # SELECTIONS evaluations spread over the budget (off the clock), so a
       # candidate that trains faster is not marked down for overfitting sooner.
       seen = []
-      params, epochs = benchmarking.train_ours(
+      params, epochs = timed.train_ours(
           train, cfg, batch_size, budget, positives_per_row=config.train.positives_per_row,
           on_pause=lambda p, *_: seen.append(_metrics(p, padded)),
           pause_every_seconds=budget / SELECTIONS)

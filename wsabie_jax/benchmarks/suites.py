@@ -15,8 +15,8 @@ import numpy as np
 from wsabie_jax.core import evaluation, metrics
 from wsabie_jax.data import batching, dataset, synthetic
 from wsabie_jax.data import settings as data_config
-from wsabie_jax.experiments import benchmarking, tables
-from wsabie_jax.experiments import run as run_lib
+from wsabie_jax.benchmarks import timed
+from wsabie_jax.api import configs, run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
 from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
@@ -37,7 +37,7 @@ def step_cost(small: bool):
              'pos_BxP': pos, 'num_pos_B': np.ones(B, np.int32), 'weight_B': np.ones(B, np.float32)}
     cfg = step_lib.StepConfig(Y, model=step_lib.ModelConfig(dim=D),
                               loss=step_lib.LossConfig(num_draws=K))  # row-wise Adagrad
-    sec = benchmarking.timed_step(cfg, d, batch, steps=10 if small else 100)
+    sec = timed.timed_step(cfg, d, batch, steps=10 if small else 100)
     rows.append({'Y': Y, 'd': d, 'ms_per_step': 1e3 * sec, 'pairs_per_sec': B / sec})
   print(f'\nStep cost (B={B}, K={K}, D={D}, nnz={F}, row-wise Adagrad)')
   print(f'{"Y":>8} {"d":>8} {"ms/step":>9} {"pairs/s":>10}')
@@ -51,7 +51,7 @@ def step_cost(small: bool):
 
 
 def side_by_side(name: str, budget: float, small: bool):
-  train, test, corel = benchmarking.lightfm_data(name, small)
+  train, test, corel = timed.lightfm_data(name, small)
   dim = 64
   if corel is not None:  # the tuned Corel5k settings, with LightFM's D
     cfg = step_lib.StepConfig(
@@ -66,12 +66,12 @@ def side_by_side(name: str, budget: float, small: bool):
                               optim=step_lib.OptimConfig(learning_rate=0.2))
     batch_size = 512
   padded_test = batching.pad_images(test)
-  ours_params, ours_epochs = benchmarking.train_ours(train, cfg, batch_size, budget)
-  ours = benchmarking.summarize(ours_epochs)
+  ours_params, ours_epochs = timed.train_ours(train, cfg, batch_size, budget)
+  ours = timed.summarize(ours_epochs)
   ours.update(evaluation.evaluate_params(ours_params, padded_test, ks=(1, 10)))
-  lfm, lfm_epochs = benchmarking.train_lightfm(train, dim, budget)
-  theirs = benchmarking.summarize(lfm_epochs)
-  theirs.update(evaluation.evaluate_params(*benchmarking.lightfm_as_params(lfm, test), ks=(1, 10)))
+  lfm, lfm_epochs = timed.train_lightfm(train, dim, budget)
+  theirs = timed.summarize(lfm_epochs)
+  theirs.update(evaluation.evaluate_params(*timed.lightfm_as_params(lfm, test), ks=(1, 10)))
   print(f'\n{name}: {train.num_images:,} train / {test.num_images:,} test images, '
         f'Y={train.num_labels:,}, d={train.num_features:,}, D={dim}, budget {budget:.0f} s each')
   print(f'{"":<12} {"pairs/s":>10} {"epochs":>7} {"p@1":>7} {"p@10":>7} {"1st ep/s":>10} {"last ep/s":>10}')
@@ -132,7 +132,7 @@ def skipgram_epoch(small: bool):
         cfg = skipgram_step.SkipGramConfig(
             5000, Y, model=skipgram_step.TowerConfig(widths=widths),
             loss=skipgram_step.SkipGramLoss(kind=loss, sampled=sampled, joint=joint))
-        sec = benchmarking.timed_skipgram_step(cfg, vectors, stream, train.label_frequencies(),
+        sec = timed.timed_skipgram_step(cfg, vectors, stream, train.label_frequencies(),
                                                steps=3 if small else 20)
         row[f'{name} {"sampled" if sampled else "full"}'] = sec * steps_per_epoch
     rows.append(row)
@@ -167,19 +167,19 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'lightfm' in suites:
     result['lightfm'] = {name: side_by_side(name, budget_seconds, small) for name in data}
   if 'accelerator' in suites:
-    from wsabie_jax.experiments import accelerator
+    from wsabie_jax.benchmarks import accelerator
     result['accelerator'] = accelerator.run(small, budget_seconds)
   if 'panel' in suites:
-    from wsabie_jax.experiments import panel as panel_lib
+    from wsabie_jax.benchmarks import panel as panel_lib
     result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config)
   if 'tables' in suites:
-    from wsabie_jax.experiments import whole_tables
-    result['tables'] = {'data': whole_tables.on_data(panel, panel_config),
-                        'grid': whole_tables.grid(small)}
+    from wsabie_jax.benchmarks import gather_vs_whole
+    result['tables'] = {'data': gather_vs_whole.on_data(panel, panel_config),
+                        'grid': gather_vs_whole.grid(small)}
   if 'checkpoints' in suites:
     result['checkpoints'] = checkpoint_cost(small)
   if 'panel_search' in suites:
-    from wsabie_jax.experiments import panel as panel_lib
+    from wsabie_jax.benchmarks import panel as panel_lib
     result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds)
   return result
 
@@ -187,7 +187,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
 def _loop_configs(small: bool) -> dict:
   """The default job, and the LightFM side by side's synthetic settings (Y = d = 10,000,
   ~50 non-zeros, K = 20, B = 512, C = 3, lr 0.2)."""
-  default = tables.load('wsabie_synthetic' + (':small' if small else ''))
+  default = configs.load('wsabie_synthetic' + (':small' if small else ''))
   data = data_config.synthetic_data(num_labels=500 if small else 10_000,
                                 num_features=1000 if small else 10_000, nnz=20 if small else 50,
                                 signal=0.5)
@@ -212,7 +212,7 @@ def loop_speed(small: bool = False, steps: int = 0) -> list[dict]:
     splits = common.load_splits(config)
     cfg = wsabie_method.step_config(config, splits[0].num_labels)
     stream = batching.PairStream(splits[0], config.train.batch_size, config.seed)
-    alone = benchmarking.timed_step(cfg, splits[0].num_features, stream.batch(1),
+    alone = timed.timed_step(cfg, splits[0].num_features, stream.batch(1),
                                     steps=20 if small else 300)
     row = {'run': name, 'B': config.train.batch_size, 'K': cfg.loss.num_draws,
            'step_alone_pairs_per_sec': config.train.batch_size / alone}
@@ -240,7 +240,7 @@ def checkpoint_cost(small: bool = False) -> list[dict]:
   from wsabie_jax.training import checkpoints
   rows = []
   for num_labels in ((1000,) if small else (100_000, 1_000_000)):
-    state = wsabie_method.init_state(tables.load('wsabie_webscale'), 10_000, num_labels)
+    state = wsabie_method.init_state(configs.load('wsabie_webscale'), 10_000, num_labels)
     nbytes = sum(x.nbytes for x in jax.tree.leaves(state))
     with tempfile.TemporaryDirectory() as workdir:
       ckpts = checkpoints.Checkpoints(workdir)

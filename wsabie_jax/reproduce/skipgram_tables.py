@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pathlib
 
-from wsabie_jax.experiments import svg_plot, tables
+from wsabie_jax.api import configs
+from wsabie_jax.reproduce import svg_plot, runner
 from wsabie_jax.methods import skipgram
 
 PAPER_TABLE3 = ('Paper 004 Table 3, IAPR TC-12 (P R F1 @5): Fast0Tag 41 33 36; Fixed WV 44 34 39; '
@@ -16,7 +17,7 @@ PAPER_TABLE2 = ('Paper 004 Table 2, zero-shot NUS-WIDE 925→81 (P R F1 @5): Fas
 
 
 def _config(arg: str, small: bool, overrides: dict | None = None):
-  config = tables.load('skipgram_synthetic:' + arg + (',small' if small else ''))
+  config = configs.load('skipgram_synthetic:' + arg + (',small' if small else ''))
   for path, value in (overrides or {}).items():
     section, field = path.split('.')
     config[section][field] = value
@@ -29,7 +30,7 @@ def _prf(m: dict, prefix: str = '') -> str:
 
 def table(workdir, rows=skipgram.ROWS, small: bool = False) -> str:
   """Table 3's rows with 20% of the labels held out (Table 2's zero-shot protocol)."""
-  results = tables.run_rows({row: _config(row + ',zeroshot', small) for row in rows}, workdir)
+  results = runner.run_rows({row: _config(row + ',zeroshot', small) for row in rows}, workdir)
   lines = ['Synthetic data, 20% of the labels held out from training. Seen: test images ranked '
            'over the seen labels; zero-shot: over the held-out labels only. P R F1 @5 per class, '
            'in %.', PAPER_TABLE3, PAPER_TABLE2, '',
@@ -42,14 +43,14 @@ def table(workdir, rows=skipgram.ROWS, small: bool = False) -> str:
                  f"{m['zeroshot_map']:.3f} ({m['zeroshot_oov_map']:.3f}) | "
                  f"{m['train_examples_per_sec']:,.0f} |")
   text = '\n'.join(lines) + '\n'
-  tables.write(workdir, text, results)
+  runner.write(workdir, text, results)
   return text
 
 
 def sweep(workdir, positives=(1, 2, 5, 10), negatives=(1, 10, 100), small: bool = False) -> str:
   """Fig. 2(c), (d): test F1@5 of the proposed objective over P × N."""
   workdir = pathlib.Path(workdir)
-  runs = tables.run_rows({f'P{P}_N{N}': _config('proposed,sweep', small, {
+  runs = runner.run_rows({f'P{P}_N{N}': _config('proposed,sweep', small, {
       'loss.num_positives': P, 'loss.num_negatives': N}) for P in positives for N in negatives},
       workdir)
   f1 = {(P, N): runs[f'P{P}_N{N}'] for P in positives for N in negatives}
@@ -72,7 +73,7 @@ def sweep(workdir, positives=(1, 2, 5, 10), negatives=(1, 10, 100), small: bool 
                      title='F1@5 vs negative samples N (paper 004 Fig. 2(d))',
                      xlabel='N', ylabel='test overall F1@5')
   text = '\n'.join(lines) + '\n'
-  tables.write(workdir, text, runs)
+  runner.write(workdir, text, runs)
   return text
 
 

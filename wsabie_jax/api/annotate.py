@@ -17,7 +17,7 @@ from wsabie_jax.core import metrics
 from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import DataError, SparseDataset, batching, dataset, libsvm, mulan, preprocess
 from wsabie_jax.data import settings as data_settings
-from wsabie_jax.experiments.run import Restored
+from wsabie_jax.api.run import Restored
 from wsabie_jax.features import image_folder, visual_terms
 
 

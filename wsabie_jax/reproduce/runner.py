@@ -9,19 +9,7 @@ import shutil
 import ml_collections
 
 from wsabie_jax import config as config_lib
-from wsabie_jax.experiments import run
-
-# configs/ beside the package in a clone (an editable install), else ./configs.
-CONFIGS = next((p for p in (pathlib.Path(__file__).resolve().parents[2] / 'configs',
-                            pathlib.Path('configs')) if p.is_dir()),
-               pathlib.Path('configs'))
-
-
-def load(name_and_arg: str) -> ml_collections.ConfigDict:
-  """'wsabie_corel5k:small' → configs/wsabie_corel5k.py's get_config('small')."""
-  name, _, arg = name_and_arg.partition(':')
-  return config_lib.load(str(CONFIGS / f'{name}.py') + (f':{arg}' if arg else ''))
-
+from wsabie_jax.api import configs, run
 
 def base_config(data: str, small: bool = False) -> ml_collections.ConfigDict:
   """The WSABIE config a table runs on: 'corel5k', 'synthetic' (their `small`
@@ -29,7 +17,7 @@ def base_config(data: str, small: bool = False) -> ml_collections.ConfigDict:
   'configs/wsabie_lear.py:espgame', 'configs/wsabie_folder.py:DATA_DIR' — so
   the papers' tables run on real data where it is available."""
   if data in ('corel5k', 'synthetic'):
-    return load(f'wsabie_{data}' + (':small' if small else ''))
+    return configs.load(f'wsabie_{data}' + (':small' if small else ''))
   if small:
     raise ValueError('--small runs on corel5k or synthetic only')
   return config_lib.load(data)

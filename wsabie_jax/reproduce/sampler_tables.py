@@ -6,7 +6,8 @@ import math
 import pathlib
 import statistics
 
-from wsabie_jax.experiments import convergence, svg_plot, tables
+from wsabie_jax.api import configs
+from wsabie_jax.reproduce import convergence, svg_plot, runner
 from wsabie_jax.methods import wsabie
 
 PAPER = ('Paper 003 Table 4 (training time, WARP / VSE-ens): OpenImages 35.65 h / 7.1 h = 5.02×, '
@@ -75,12 +76,12 @@ def run(workdir, data: str = 'synthetic', rows=wsabie.SAMPLER_ROWS, small: bool 
   runs = {}
   for seed in seeds:
     where = workdir if len(seeds) == 1 else workdir / f'seed{seed}'
-    configs = {row: tables.load(f'samplers:{row},{data}{size}') for row in rows}
-    for c in configs.values():
+    row_configs = {row: configs.load(f'samplers:{row},{data}{size}') for row in rows}
+    for c in row_configs.values():
       c.seed = seed
       if num_labels:
         c.data.synthetic.num_labels = num_labels
-    tests = tables.run_rows(configs, where)
+    tests = runner.run_rows(row_configs, where)
     histories = {row: convergence.read_history(where / row) for row in rows}
     rates = {row: tests[row]['train_examples_per_sec'] for row in rows}
     runs[seed] = (convergence.compare(histories, 'warp', 'p@5'), tests, rates)
@@ -93,7 +94,7 @@ def run(workdir, data: str = 'synthetic', rows=wsabie.SAMPLER_ROWS, small: bool 
                 speed, tests, rates)
   if len(seeds) > 1:
     text += '\n' + _over_seeds(runs, rows)
-  tables.write(workdir, text, {str(s): {'speed': r[0], 'test': r[1]} for s, r in runs.items()})
+  runner.write(workdir, text, {str(s): {'speed': r[0], 'test': r[1]} for s, r in runs.items()})
   return text
 
 
