@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from wsabie_jax.api import configs, local_cluster as cluster
+from wsabie_jax.api import local_cluster as cluster
 
 pytestmark = pytest.mark.slow  # several processes, each a whole training
 
@@ -275,7 +275,7 @@ def test_evaluate_and_annotate_read_a_two_process_workdir(two_processes, tmp_pat
   for key in ('p@1', 'p@10', 'map'):
     assert got[key] == pytest.approx(want[key], abs=1e-6), key
   from wsabie_jax.data import libsvm, synthetic
-  from wsabie_jax.reproduce import runner
+  from wsabie_jax.api import configs
   spec = synthetic.SyntheticSpec(**configs.load('wsabie_synthetic:small').data.synthetic)
   libsvm.write_libsvm(synthetic.generate(spec, 3, split='test'), tmp_path / 'new.txt')
   out = subprocess.run([sys.executable, 'launch/annotate.py', f'--workdir={workdir}',

@@ -60,7 +60,7 @@ def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
   """One dispatch a step, or a lax.fori_loop of 4 inside shard_map (each device
   gathering its slice of every step's batch from the replicated table)."""
   from tests.train_test import _tiny_config
-  from wsabie_jax.api import configs, run
+  from wsabie_jax.api import run
   results = []
   for n in (1, 4):
     c = _tiny_config(max_steps=12, eval_every_steps=6)
@@ -75,7 +75,7 @@ def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
 def test_skipgram_on_four_devices_matches_one(tmp_path, per_call):
   """Paper 004's step, batch split over 4 devices (XLA partitions it, the scan
   of steps too), equals one device."""
-  from wsabie_jax.reproduce import runner
+  from wsabie_jax.api import configs
   from wsabie_jax.api import run
   results = []
   for n in (1, 4):

@@ -225,7 +225,7 @@ def _small_parts_config(arg: str):
 
 def test_parts_method_trains_through_the_loop(tmp_path):
   """The proxy data from WordNet-mode synthetic images, trained and scored by the loop."""
-  from wsabie_jax.api import configs, run
+  from wsabie_jax.api import run
   c = _small_parts_config('unshared,i')
   c.train.update(max_steps=60, eval_every_steps=30)
   m = run.train_and_evaluate(c, tmp_path)

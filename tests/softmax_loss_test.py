@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.step_test import B, D, K, Y, d, _tiny_batch
+from tests.step_test import D, K, Y, d, _tiny_batch
 from wsabie_jax.core import samplers
 from wsabie_jax.wsabie import objective
 from wsabie_jax.wsabie import step as step_lib

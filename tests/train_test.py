@@ -143,9 +143,10 @@ def test_device_stream_gathers_the_host_batches():
     table = jax.device_put(stream.table())
     for step in (0, 7, 40):  # several epochs
       want = stream.batch(step)
-      packed = {'budget': stream.budget(stream.ids(step)[None])} if hasattr(stream, 'budget') else {}
+      budget = stream.budget(stream.ids(step)[None])  # (None: rows padded, not packed)
+      packed = {'budget': budget} if budget is not None else {}
       got = [jax.jit(functools.partial(stream.gather, **packed))(table, stream.ids(step))]
-      if hasattr(stream, 'plan'):  # the host's plan of the packs, read on the device
+      if stream.plans:  # the host's plan of the packs, read on the device
         planned = stream.plan(stream.ids(step)[None], packed['budget'])
         got.append(jax.jit(stream.gather_planned)(table, jax.tree.map(lambda a: a[0], planned)))
       for g in got:
@@ -297,7 +298,7 @@ def test_validations_at_least_every_few_epochs(tmp_path):
 
 def test_skipgram_resume_gives_identical_state(tmp_path):
   """The tower, its Adam state, the word rows and their accumulators resume exactly."""
-  from wsabie_jax.reproduce import runner
+  from wsabie_jax.api import configs
 
   def config(steps):
     c = configs.load('skipgram_synthetic:proposed,small')

@@ -17,6 +17,7 @@ import sys
 from typing import Callable
 
 from absl import app, flags
+import ml_collections
 from ml_collections import config_flags
 
 from wsabie_jax import config as config_lib
@@ -133,7 +134,7 @@ class _ConfigParser(flags.ArgumentParser):
 
   def parse(self, argument):
     config = load_config(argument)
-    if hasattr(config, 'lock'):
+    if isinstance(config, ml_collections.ConfigDict):
       config.lock()
     return config
 
@@ -164,8 +165,8 @@ def parse_flags(argv: list[str]) -> list[str]:
     for path in overrides:
       node, where = config, 'config'
       for key in path.split('.'):
-        if not hasattr(node, 'keys') or key not in node:
-          valid = sorted(node.keys()) if hasattr(node, 'keys') else []
+        if not isinstance(node, ml_collections.ConfigDict) or key not in node:
+          valid = sorted(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
           sys.exit(f'error: --config.{path}: {where} has no field {key!r}; valid: '
                    f'{", ".join(valid)}')
         node, where = node[key], f'{where}.{key}'

@@ -18,7 +18,6 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.config import from_config, to_config
-from wsabie_jax.data import settings as data_config
 from wsabie_jax.training import settings as run_config
 from wsabie_jax.core import evaluation, precision
 from wsabie_jax.core import samplers

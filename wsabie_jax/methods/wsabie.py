@@ -8,14 +8,12 @@ training/settings.py).
 from __future__ import annotations
 
 import logging
-import math
 
 import jax
 import ml_collections
 
 from wsabie_jax import data as data_lib
 from wsabie_jax.config import from_config, to_config
-from wsabie_jax.data import settings as data_config
 from wsabie_jax.training import settings as run_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
@@ -58,7 +56,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
     log.info('fitted to the data: %s', ', '.join(f'{k}={v}' for k, v in values.items()))
   cfg = step_config(config, train.num_labels)
   # (before the stream allocates a batch: rows ≥ images)
-  parallel.check_batch(config.train.batch_size, getattr(train, 'num_images', math.inf))
+  parallel.check_batch(config.train.batch_size, train.num_images)
   stream = data_lib.pair_stream(train, config.train.batch_size, config.seed, mesh.devices.size,
                                 config.train.positives_per_row)
   probe = None

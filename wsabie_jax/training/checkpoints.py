@@ -216,17 +216,20 @@ def _quiet_abandoned_reads():
   """A failed Orbax restore leaves its other array reads suspended; when they
   are finalised (at exit) each prints 'Exception ignored in <coroutine …>' and
   a 60-line traceback of the failure already logged. Silence those, only."""
-  hook = sys.unraisablehook
-  if getattr(hook, 'quiets_orbax', False):
+  if sys.unraisablehook in _QUIET_HOOKS:
     return
+  hook = sys.unraisablehook
 
   def quiet(unraisable):
-    code = getattr(unraisable.object, 'cr_code', None)
-    if not (inspect.iscoroutine(unraisable.object) and code and 'orbax' in code.co_filename):
+    obj = unraisable.object
+    if not (inspect.iscoroutine(obj) and 'orbax' in obj.cr_code.co_filename):
       hook(unraisable)
 
-  quiet.quiets_orbax = True
+  _QUIET_HOOKS.add(quiet)
   sys.unraisablehook = quiet
+
+
+_QUIET_HOOKS: set = set()  # the hooks _quiet_abandoned_reads installed
 
 
 def _reason(error: Exception) -> str:

@@ -191,7 +191,7 @@ def check_fits(state_shapes, device, what: str) -> None:
   workdir was written."""
   leaves = jax.tree_util.tree_flatten_with_path(state_shapes)[0]
   sizes = sorted(((int(np.prod(x.shape)) * x.dtype.itemsize, jax.tree_util.keystr(p), x.shape)
-                  for p, x in leaves if hasattr(x, 'shape')), reverse=True)
+                  for p, x in leaves), reverse=True)
   need, have = STATE_COPIES * sum(n for n, _, _ in sizes), memory_bytes(device)
   if need > have:
     largest = ', '.join(f'{name} {"×".join(map(str, shape))} ({n / 2**30:,.1f} GiB)'

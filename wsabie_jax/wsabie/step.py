@@ -207,18 +207,34 @@ def current_sampler(cfg: StepConfig, state: TrainState, global_batch_size: int):
 def train_step(cfg: StepConfig, state: TrainState, batch: dict):
   """The step traced under the configured matmul precision (core/precision.py)."""
   with precision.scope(cfg.model.matmul_precision):
-    return _train_step(cfg, state, batch)
+    return step_body(cfg, state, batch)
 
 
-def _train_step(cfg: StepConfig, state: TrainState, batch: dict):
-  """One SGD step; touches only the batch's feature rows and label rows."""
+def step_body(cfg: StepConfig, state: TrainState, batch: dict, axis: str | None = None):
+  """One SGD step; touches only the batch's feature rows and label rows.
+
+  The same body for one device and for many: with `axis` (under shard_map,
+  parallel.AXIS) `batch` is this device's slice of the global batch; it draws
+  the global batch's uniforms and keeps its own rows of them, differentiates
+  with respect to the rows it gathered, and all-gathers the touched rows and
+  their gradients, so every replica applies the update one device would.
+  """
   batch = by_row(packing.from_padded(batch))
+  sampler = None
   if cfg.loss.kind == 'exact':
     grads, stats = exact_row_grads(cfg, state.params, batch)
-    return apply_row_grads(cfg, state, grads), stats
-  sampler = current_sampler(cfg, state, batch['label_BxQ'].size)
-  u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), batch['num_pos_B'])
-  grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)
+  else:
+    rows = batch['label_BxQ'].shape[0]
+    num_pos_B = (batch['num_pos_B'] if axis is None
+                 else jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True))
+    u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
+    if axis is not None:  # this device's rows of the global batch's draws
+      u_BxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
+    sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch['label_BxQ'].shape[1])
+    grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)
+  if axis is not None:
+    grads = RowGrads(*(parallel.combine(g) for g in grads))
+    stats = jax.tree.map(lambda s: jax.lax.psum(s, axis), stats)
   return apply_row_grads(cfg, state, grads, sampler), stats
 
 
@@ -236,37 +252,13 @@ def has_local_step(cfg: StepConfig) -> bool:
 
 
 def local_train_step(cfg: StepConfig):
-  """The per-device step of data parallelism (under shard_map, axis parallel.AXIS).
-
-  Each device scores its slice of the batch and differentiates with respect
-  to the rows it gathered; the touched rows and their gradients are
-  all-gathered and every replica applies the same update. The draws are the
-  single-device step's, sliced, so N devices give the parameters one gives.
-  """
+  """The per-device step of data parallelism (under shard_map, axis
+  parallel.AXIS): `step_body` on its slice; N devices give the parameters one gives."""
   if not has_local_step(cfg):
     raise ValueError("loss kind='exact' with Adagrad on several devices needs the labels read "
                      "whole (model.tables 'auto', 'labels' or 'whole'; Y ≤ loss.label_chunk)")
-  axis = parallel.AXIS
-
-  @precision.with_precision(cfg.model.matmul_precision)
-  def local_step(state: TrainState, batch: dict):
-    batch = by_row(packing.from_padded(batch))
-    if cfg.loss.kind == 'exact':
-      sampler = None
-      grads, stats = exact_row_grads(cfg, state.params, batch)
-    else:
-      rows = batch['label_BxQ'].shape[0]
-      # The global batch's draws (their uniforms), then this device's rows of them.
-      num_pos_B = jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True)
-      u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
-      u_bxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
-      sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch['label_BxQ'].shape[1])
-      grads, stats = sampled_row_grads(cfg, state.params, batch, u_bxK, sampler)
-    grads = RowGrads(*(parallel.combine(g) for g in grads))
-    stats = jax.tree.map(lambda s: jax.lax.psum(s, axis), stats)
-    return apply_row_grads(cfg, state, grads, sampler), stats
-
-  return local_step
+  return precision.with_precision(cfg.model.matmul_precision)(
+      functools.partial(step_body, cfg, axis=parallel.AXIS))
 
 
 def make_parallel_train_step(cfg: StepConfig, mesh):
