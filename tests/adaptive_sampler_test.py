@@ -123,18 +123,18 @@ def test_positives_are_never_updated_as_negatives():
     image = np.asarray(step_lib.model.embed_packed(state.params.V_dxD, batch, 64)[0])
     W = np.asarray(state.params.W_YxD).copy()
     for b in range(64):
-      W[batch['pos_BxP'][b, :batch['num_pos_B'][b]]] += 3 * image[b]
+      W[batch.pos_BxP[b, :batch.num_pos_B[b]]] += 3 * image[b]
     params = state.params._replace(W_YxD=jnp.asarray(W))
     sampler = vse.refresh(params.W_YxD, 0)
-    u = step_lib.draw_uniforms(cfg, jax.random.PRNGKey(1), jnp.asarray(batch['num_pos_B']))
+    u = step_lib.draw_uniforms(cfg, jax.random.PRNGKey(1), jnp.asarray(batch.num_pos_B))
     negs = np.asarray(vse.draw(sampler, jnp.asarray(image), u, cfg.loss.rank_scale))
-    hits = np.asarray(samplers.is_positive(jnp.asarray(negs), jnp.asarray(batch['pos_BxP'])))
+    hits = np.asarray(samplers.is_positive(jnp.asarray(negs), jnp.asarray(batch.pos_BxP)))
     assert hits.mean() > 0.05  # the test is not vacuous
     grads, _ = step_lib.sampled_row_grads(cfg, params, jax.device_put(batch), u, sampler)
     neg_rows = np.asarray(grads.W.rows_R)[64:].reshape(64, -1)
     moved = np.abs(np.asarray(grads.W.grads_RxD)[64:]).sum(-1).reshape(64, -1) > 0
     for b in range(64):
-      assert not np.isin(neg_rows[b][moved[b]], batch['pos_BxP'][b]).any()
+      assert not np.isin(neg_rows[b][moved[b]], batch.pos_BxP[b]).any()
 
 
 def test_refresh_happens_on_schedule_and_matches_W():

@@ -191,7 +191,7 @@ def test_pair_stream_covers_every_pair_each_epoch_and_is_deterministic():
   np.testing.assert_array_equal(block[:steps - 2], ids[2 * 7:].reshape(-1, 7)[:steps - 2])
   batch = stream.batch(3)
   for b in range(7):
-    assert batch['label_B'][b] in batch['pos_BxP'][b]
+    assert batch.label_BxQ[b, 0] in batch.pos_BxP[b]
   assert stream.position(steps) == {'pairs_consumed': 7 * steps, 'epoch': 7 * steps // n,
                                     'offset_in_epoch': 7 * steps % n}
 

@@ -39,18 +39,19 @@ def test_packed_batches_embed_as_padded_ones(packs):
     img = stream.row_image[ids]
     want = np.einsum('bfd,bf->bd', np.asarray(V)[padded.feat_idx_nxF[img]], padded.feat_val_nxF[img])
     host = stream.batch(step)
-    assert host['feat_idx_SxN'].shape[0] == packs
+    assert host.feat_idx_SxN.shape[0] == packs
     device = jax.jit(functools.partial(stream.gather, budget=stream.budget(ids[None])))(table, ids)
-    for k in host:
-      np.testing.assert_array_equal(np.asarray(device[k]), host[k], err_msg=k)
-      assert device[k].dtype == host[k].dtype, k
+    for k, v in host._asdict().items():
+      if v is not None:
+        np.testing.assert_array_equal(np.asarray(getattr(device, k)), v, err_msg=k)
+        assert getattr(device, k).dtype == v.dtype, k
     got, _ = model.embed_packed(V, host, 16)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
     # rows never decrease within a pack (a sorted segment sum), padding adds 0
-    assert np.all(np.diff(host['feat_row_SxN'], axis=1) >= 0)
+    assert np.all(np.diff(host.feat_row_SxN, axis=1) >= 0)
     real = np.diff(ds.feat_indptr)[img].reshape(packs, -1).sum(1)
     for s in range(packs):
-      assert np.all(host['feat_val_SxN'][s, real[s]:] == 0)
+      assert np.all(host.feat_val_SxN[s, real[s]:] == 0)
   # a call's batches planned at once are each batch's plan (packing.plan, x×S×N)
   ids_xB = stream.ids_block(0, 30)
   planned = stream.plan(ids_xB, stream.budget(ids_xB))
@@ -83,15 +84,17 @@ def test_an_oversized_batch_is_packed_whole():
   budget = stream.budget(longest[None])
   assert budget >= stream.row_len[longest].sum()
   b = stream.gather(stream.table(), longest, budget, np)
-  assert np.count_nonzero(b['feat_val_SxN']) == stream.row_len[longest].sum()
+  assert np.count_nonzero(b.feat_val_SxN) == stream.row_len[longest].sum()
 
 
 def test_padded_batches_convert_without_copying_values():
   idx = np.array([[1, 2, 0], [3, 0, 0]], np.int32)
   val = np.array([[1., 2., 0.], [3., 0., 0.]], np.float32)
-  b = packing.from_padded({'feat_idx_BxF': idx, 'feat_val_BxF': val, 'label_B': np.zeros(2)})
-  assert set(b) == {'feat_idx_SxN', 'feat_val_SxN', 'feat_row_SxN', 'label_B'}
-  np.testing.assert_array_equal(np.asarray(b['feat_row_SxN']), [[0, 0, 0, 1, 1, 1]])
+  zeros = np.zeros((2, 1), np.int32)
+  b = packing.from_padded(batching.PairBatch(zeros, zeros, zeros, zeros[:, 0], feat_idx_BxF=idx,
+                                             feat_val_BxF=val))
+  assert b.feat_idx_BxF is None and b.feat_idx_SxN.shape == (1, 6)
+  np.testing.assert_array_equal(np.asarray(b.feat_row_SxN), [[0, 0, 0, 1, 1, 1]])
   V = jnp.arange(8.0).reshape(4, 2)
   got, _ = model.embed_packed(V, b, 2)
   np.testing.assert_allclose(np.asarray(got), np.stack([V[1] + 2 * V[2], 3 * V[3]]))

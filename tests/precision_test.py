@@ -9,6 +9,7 @@ import pytest
 from tests import helpers
 from wsabie_jax.baselines import knn
 from wsabie_jax.core import metrics, precision
+from wsabie_jax.data import batching
 from wsabie_jax.features import visual_terms
 from wsabie_jax.wsabie import step as step_lib
 
@@ -34,9 +35,10 @@ def test_ranking_knn_and_kmeans_use_float32_matmuls():
 def test_training_step_precision_follows_its_config(name, want):
   cfg = helpers.step_config(20, dim=4, num_draws=5, matmul_precision=name)
   state = step_lib.init_state(jax.random.PRNGKey(0), 10, cfg)
-  batch = {'feat_idx_BxF': np.zeros((2, 3), np.int32), 'feat_val_BxF': np.ones((2, 3), np.float32),
-           'label_B': np.zeros(2, np.int32), 'pos_BxP': np.zeros((2, 1), np.int32),
-           'num_pos_B': np.ones(2, np.int32), 'weight_B': np.ones(2, np.float32)}
+  batch = batching.PairBatch(
+      label_BxQ=np.zeros((2, 1), np.int32), weight_BxQ=np.ones((2, 1), np.float32),
+      pos_BxP=np.zeros((2, 1), np.int32), num_pos_B=np.ones(2, np.int32),
+      feat_idx_BxF=np.zeros((2, 3), np.int32), feat_val_BxF=np.ones((2, 3), np.float32))
   lowered = jax.jit(lambda s, b: step_lib.train_step(cfg, s, b)).lower(state, batch)
   assert _dot_precisions(lowered) == {want}
 

@@ -1,4 +1,4 @@
-"""Rows of Q pairs (data/batching.PairStream positives_per_row, step.by_row):
+"""Rows of Q pairs (data/batching.PairStream positives_per_row, batching.PairBatch):
 an epoch still visits every pair once, and a row's step is its Q pairs' steps
 with the row's K draws shared."""
 import collections
@@ -39,15 +39,16 @@ def test_rows_hold_every_pair_once_and_split_long_images():
   assert (np.bincount(t['row_image'], minlength=ds.num_images) == -(-n_pos // Q)).all()
   assert stream.num_examples == len(t['row_image']) and stream.num_pairs == len(ds.label_idx)
   b = stream.batch(3)
-  assert b['label_BxQ'].shape == b['weight_BxQ'].shape == (16, Q)
-  np.testing.assert_array_equal(b['weight_BxQ'].sum(1), t['row_num'][stream.ids(3)])
+  assert b.label_BxQ.shape == b.weight_BxQ.shape == (16, Q)
+  np.testing.assert_array_equal(b.weight_BxQ.sum(1), t['row_num'][stream.ids(3)])
   # Every label of a row is one of its image's positives (padding repeats one).
-  assert all(set(b['label_BxQ'][r]) <= set(b['pos_BxP'][r]) for r in range(16))
+  assert all(set(b.label_BxQ[r]) <= set(b.pos_BxP[r]) for r in range(16))
   # Q = 1 is a pair a row, in the dataset's pair order.
   one = batching.PairStream(ds, 16, 0)
   np.testing.assert_array_equal(one.table()['row_label'][:, 0], ds.label_idx)
-  assert set(one.batch(0)) == {'feat_idx_SxN', 'feat_val_SxN', 'feat_row_SxN', 'label_B',
-                               'weight_B', 'pos_BxP', 'num_pos_B'}
+  pairs = one.batch(0)  # (a pair a row: Q = 1, every weight 1)
+  assert pairs.label_BxQ.shape == (16, 1) and np.all(pairs.weight_BxQ == 1)
+  assert pairs.feat_idx_BxF is None and pairs.feat_idx_SxN is not None  # packed
 
 
 def _as_pairs(stream, step):
@@ -55,13 +56,15 @@ def _as_pairs(stream, step):
   dropped), with the row each came from."""
   t, ids = stream.table(), stream.ids(step)
   rows = stream.batch(step)
-  real = rows['weight_BxQ'].reshape(-1) > 0
+  real = rows.weight_BxQ.reshape(-1) > 0
   row_of = np.repeat(np.arange(len(ids)), Q)[real]
   img_P = t['row_image'][ids][row_of]
   budget = int(-(-t['feat_len'][img_P].sum() // 8) * 8)
-  return rows, {**packing.pack(t, img_P, len(img_P), budget, np),
-                'label_B': rows['label_BxQ'].reshape(-1)[real], 'weight_B': np.ones(len(img_P), np.float32),
-                'pos_BxP': rows['pos_BxP'][row_of], 'num_pos_B': rows['num_pos_B'][row_of]}, row_of
+  return rows, batching.PairBatch(
+      **packing.pack(t, img_P, len(img_P), budget, np),
+      label_BxQ=rows.label_BxQ.reshape(-1)[real][:, None],
+      weight_BxQ=np.ones((len(img_P), 1), np.float32),
+      pos_BxP=rows.pos_BxP[row_of], num_pos_B=rows.num_pos_B[row_of]), row_of
 
 
 def _dense(grad, n):
@@ -90,14 +93,14 @@ def test_a_row_is_its_pairs_sharing_the_draws(objective, tables):
   params = model.Params(*(model.project_rows(p * 6, 1.0) for p in params))  # pairs violate
   stream = batching.PairStream(_data(), 16, 0, positives_per_row=Q)
   rows, pairs, row_of = jax.device_put(_as_pairs(stream, 2))
-  assert 0 < rows['weight_BxQ'].mean() < 1  # real pairs and padding both
+  assert 0 < rows.weight_BxQ.mean() < 1  # real pairs and padding both
   if objective == 'exact':
     (g_rows, s_rows), (g_pairs, s_pairs) = (step_lib.exact_row_grads(cfg, params, b)
                                             for b in (rows, pairs))
   else:
     sampler = (adaptive_sampler.refresh(params.W_YxD, 0) if cfg.loss.sampler == 'adaptive'
                else None)
-    u_BxK = step_lib.draw_uniforms(cfg, jax.random.PRNGKey(1), rows['num_pos_B'])
+    u_BxK = step_lib.draw_uniforms(cfg, jax.random.PRNGKey(1), rows.num_pos_B)
     g_rows, s_rows = step_lib.sampled_row_grads(cfg, params, rows, u_BxK, sampler)
     g_pairs, s_pairs = step_lib.sampled_row_grads(cfg, params, pairs, u_BxK[row_of],
                                                   sampler)

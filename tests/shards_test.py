@@ -35,14 +35,14 @@ def test_stream_visits_every_pair_once_per_epoch(tmp_path):
   got = []
   for step in range(-(-2 * n // 8)):
     b = stream.batch(step)
-    assert b['feat_idx_BxF'].shape == (8, 1) and b['pos_BxP'].shape[0] == 8
-    for img, label, pos in zip(b['feat_idx_BxF'][:, 0], b['label_B'], b['pos_BxP']):
+    assert b.feat_idx_BxF.shape == (8, 1) and b.pos_BxP.shape[0] == 8
+    for img, label, pos in zip(b.feat_idx_BxF[:, 0], b.label_BxQ[:, 0], b.pos_BxP):
       assert label in pos
       got.append((int(img), int(label)))
   assert sorted(got[:n]) == want and sorted(got[n:2 * n]) == want
   assert got[:n] != got[n:2 * n]  # a new order every epoch
   again = shards.ShardedPairStream(shards.ShardSet(tmp_path), batch_size=8, seed=3)
-  np.testing.assert_array_equal(again.batch(5)['label_B'], stream.batch(5)['label_B'])
+  np.testing.assert_array_equal(again.batch(5).label_BxQ, stream.batch(5).label_BxQ)
 
 
 def _shard_config(tmp_path):

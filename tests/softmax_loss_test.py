@@ -29,14 +29,14 @@ def test_the_step_is_sgd_on_the_sampled_softmax(tables, num_draws):
   batch = _tiny_batch(seed=1)
   state = step_lib.init_state(jax.random.PRNGKey(4), d, cfg)
   key = jax.random.fold_in(state.key, state.step)
-  neg_BxK = samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
-                                       jnp.asarray(batch['num_pos_B']), Y, num_draws)
-  num_neg_B = Y - batch['num_pos_B']
+  neg_BxK = samplers.uniform_negatives(key, jnp.asarray(batch.pos_BxP),
+                                       jnp.asarray(batch.num_pos_B), Y, num_draws)
+  num_neg_B = Y - batch.num_pos_B
 
   def reference_loss(V, W):
-    x_BxD = jnp.einsum('bf,bfd->bd', batch['feat_val_BxF'], V[batch['feat_idx_BxF']])
+    x_BxD = jnp.einsum('bf,bfd->bd', batch.feat_val_BxF, V[batch.feat_idx_BxF])
     f_BxY = x_BxD @ W.T
-    pos_B = jnp.take_along_axis(f_BxY, batch['label_B'][:, None], 1)[:, 0]
+    pos_B = jnp.take_along_axis(f_BxY, batch.label_BxQ[:, 0][:, None], 1)[:, 0]
     negs_BxK = jnp.take_along_axis(f_BxY, jnp.asarray(neg_BxK), 1)
     partition_B = jnp.exp(pos_B) + num_neg_B / num_draws * jnp.sum(jnp.exp(negs_BxK), 1)
     return jnp.sum(jnp.log(partition_B) - pos_B)

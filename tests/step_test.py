@@ -7,6 +7,7 @@ import pytest
 from wsabie_jax.core import model
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
+from wsabie_jax.data import batching
 from tests import helpers
 from wsabie_jax.wsabie import step as step_lib
 
@@ -24,22 +25,23 @@ def _tiny_batch(seed=0):
   for b in range(B):
     pos[b, :num_pos[b]] = np.sort(rng.choice(Y, num_pos[b], replace=False))
     label[b] = pos[b, rng.integers(num_pos[b])]
-  return {'feat_idx_BxF': feat_idx, 'feat_val_BxF': feat_val, 'label_B': label,
-          'pos_BxP': pos, 'num_pos_B': num_pos, 'weight_B': np.ones(B, np.float32)}
+  return batching.PairBatch(label_BxQ=label[:, None], weight_BxQ=np.ones((B, 1), np.float32),
+                            pos_BxP=pos, num_pos_B=num_pos, feat_idx_BxF=feat_idx,
+                            feat_val_BxF=feat_val)
 
 
 def _reference_update(cfg, state, batch):
   """Per pair: first violator among the same draws, eq. (9)'s gradient; summed; projected."""
   V, W = (np.asarray(x, np.float64) for x in state.params)
   key = jax.random.fold_in(state.key, state.step)
-  neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
-                                              jnp.asarray(batch['num_pos_B']), Y, cfg.draws_per_pair))
+  neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch.pos_BxP),
+                                              jnp.asarray(batch.num_pos_B), Y, cfg.draws_per_pair))
   counts, firsts = [], []  # each pair's violators and its first (−1: none), for the test to check
   gV, gW = np.zeros_like(V), np.zeros_like(W)
   sqV, sqW = np.zeros(d), np.zeros(Y)  # Adagrad: Σ over occurrences of mean(g²)
   acc_V, acc_W = np.asarray(state.acc_V_d, np.float64), np.asarray(state.acc_W_Y, np.float64)
   for b in range(B):
-    idx, val, y = batch['feat_idx_BxF'][b], batch['feat_val_BxF'][b], batch['label_B'][b]
+    idx, val, y = batch.feat_idx_BxF[b], batch.feat_val_BxF[b], batch.label_BxQ[:, 0][b]
     x = val @ V[idx]
 
     def f(i):
@@ -57,7 +59,7 @@ def _reference_update(cfg, state, batch):
         return u, -u
       return 2 * (x - W[i]), 2 * (W[i] - x)
 
-    num_neg = Y - batch['num_pos_B'][b]
+    num_neg = Y - batch.num_pos_B[b]
     budget = neg[b][:min(cfg.draws_per_pair, num_neg)]
     violators = [j for j, ybar in enumerate(budget) if f(ybar) > f(y) - 1]  # Alg. 1 line 11
     counts.append(len(violators))
@@ -92,11 +94,11 @@ def _reference_update(cfg, state, batch):
       gV[jj] += v * gx
       sqV[jj] += np.mean((v * gx) ** 2)
   new = []
-  for table, grad, acc, sq, rows in ((V, gV, acc_V, sqV, np.unique(batch['feat_idx_BxF'])),
+  for table, grad, acc, sq, rows in ((V, gV, acc_V, sqV, np.unique(batch.feat_idx_BxF)),
                                      (W, gW, acc_W, sqW, None)):
     table = table.copy()
     # Every row the batch could touch: projecting an in-ball row changes nothing.
-    touched = rows if rows is not None else np.union1d(batch['label_B'], neg)
+    touched = rows if rows is not None else np.union1d(batch.label_BxQ[:, 0], neg)
     for r in touched:
       if cfg.optim.kind == 'sgd':
         table[r] -= cfg.optim.learning_rate * grad[r]
@@ -137,11 +139,11 @@ def test_step_matches_slow_reference(score, optimizer, violators, estimate, tabl
   state = state._replace(params=model.Params(*(model.project_rows(p * 20, 3.0) for p in state.params)))
   batch = _tiny_batch(seed)
   (want_V, want_W), counts, firsts = _reference_update(cfg, state, batch)
-  most = min(num_draws, Y - int(batch['num_pos_B'].min()))  # violators a pair can have
+  most = min(num_draws, Y - int(batch.num_pos_B.min()))  # violators a pair can have
   assert 0 in counts and most in counts and any(0 < c < most for c in counts), counts
   assert max(firsts) > 0, firsts
   if num_draws > Y - 1:
-    assert num_draws > Y - int(batch['num_pos_B'].max())  # every pair's budget is cut
+    assert num_draws > Y - int(batch.num_pos_B.max())  # every pair's budget is cut
   new_state, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
   np.testing.assert_allclose(new_state.params.V_dxD, want_V, atol=1e-5)
   np.testing.assert_allclose(new_state.params.W_YxD, want_W, atol=1e-5)
@@ -173,7 +175,7 @@ def test_projection_keeps_touched_rows_in_ball_and_leaves_others():
   state, _ = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
   for table in state.params:
     assert np.all(np.linalg.norm(np.asarray(table), axis=1) <= 0.5 + 1e-5)
-  untouched = np.setdiff1d(np.arange(d), batch['feat_idx_BxF'])
+  untouched = np.setdiff1d(np.arange(d), batch.feat_idx_BxF)
   np.testing.assert_array_equal(np.asarray(state.params.V_dxD)[untouched], before.V_dxD[untouched])
   assert not np.allclose(np.asarray(state.params.V_dxD), before.V_dxD)
 
@@ -220,7 +222,7 @@ def test_padding_pairs_do_not_update():
   cfg = helpers.step_config(Y, dim=D, num_draws=K, learning_rate=1.0)
   state = step_lib.init_state(jax.random.PRNGKey(3), d, cfg)
   before = jax.tree.map(np.asarray, state.params)
-  batch = dict(_tiny_batch(2), weight_B=np.zeros(B, np.float32))
+  batch = _tiny_batch(2)._replace(weight_BxQ=np.zeros((B, 1), np.float32))
   state, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
   np.testing.assert_allclose(np.asarray(state.params.W_YxD), before.W_YxD, atol=1e-7)
   assert int(stats['pairs']) == 0
@@ -233,11 +235,11 @@ def test_reference_losses_reduce_exact_rank_loss(loss):
   cfg = helpers.step_config(Y, dim=D, loss=loss, num_draws=K, learning_rate=0.05, max_norm=3.0)
   state = step_lib.init_state(jax.random.PRNGKey(4), d, cfg)
   batch = jax.device_put(_tiny_batch(3))
-  mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], batch['pos_BxP']].set(True)[:, :-1]
+  mask = jnp.zeros((B, Y + 1), bool).at[jnp.arange(B)[:, None], batch.pos_BxP].set(True)[:, :-1]
 
   def exact_loss(params):
-    x = model.embed_images(params.V_dxD[batch['feat_idx_BxF']], batch['feat_val_BxF'])
-    return float(jnp.sum(warp.exact_rank_loss(x @ params.W_YxD.T, batch['label_B'], mask, Y)))
+    x = model.embed_images(params.V_dxD[batch.feat_idx_BxF], batch.feat_val_BxF)
+    return float(jnp.sum(warp.exact_rank_loss(x @ params.W_YxD.T, batch.label_BxQ[:, 0], mask, Y)))
 
   before = exact_loss(state.params)
   step = step_lib.make_train_step(cfg)
@@ -261,12 +263,12 @@ def test_logistic_auc_with_l2_matches_slow_reference():
   batch = _tiny_batch(4)
   V, W = (np.asarray(x, np.float64) for x in state.params)
   key = jax.random.fold_in(state.key, state.step)
-  neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch['pos_BxP']),
-                                              jnp.asarray(batch['num_pos_B']), Y, 1))[:, 0]
+  neg = np.asarray(samplers.uniform_negatives(key, jnp.asarray(batch.pos_BxP),
+                                              jnp.asarray(batch.num_pos_B), Y, 1))[:, 0]
   counts, firsts = [], []  # each pair's violators and its first (−1: none), for the test to check
   gV, gW = np.zeros_like(V), np.zeros_like(W)
   for b in range(B):
-    idx, val, y = batch['feat_idx_BxF'][b], batch['feat_val_BxF'][b], batch['label_B'][b]
+    idx, val, y = batch.feat_idx_BxF[b], batch.feat_val_BxF[b], batch.label_BxQ[:, 0][b]
     x = val @ V[idx]
     slope = 1 / (1 + np.exp(W[y] @ x - W[neg[b]] @ x))  # −∂ℓ/∂(f_y − f_ȳ) = σ(f_ȳ − f_y)
     gW[y] += -slope * x + 0.2 * W[y]

@@ -54,7 +54,7 @@ def on_data(specs, config_path: str = 'configs/wsabie_mulan.py', seconds: float 
     train = load_splits(config.data)[0]  # with the config's normalisation and bias feature
     Q = config.train.positives_per_row
     stream = batching.PairStream(train, B, 0, positives_per_row=Q)
-    slots = stream.batch(0)['feat_idx_SxN'].size
+    slots = stream.batch(0).feat_idx_SxN.size
     auto = table_reads.choose(cfg, B, slots, train.num_features)
     ms = {k: 1e3 * seconds_per_step(_reading(cfg, kind), stream, train.num_features, seconds)
           for k, kind in (('rows', 'rows'), ('auto', 'auto'), ('both', 'whole'))}
@@ -89,7 +89,7 @@ def grid(small: bool = False, seconds: float = 1.5) -> list[dict]:
     cfg = dataclasses.replace(base, num_labels=Y, loss=dataclasses.replace(base.loss, num_draws=min(K, Y - 1)))
     stream = batching.PairStream(
         synthetic.generate(synthetic.SyntheticSpec(num_labels=Y, num_features=d, nnz=nnz), 4 * B), B, 0)
-    slots = stream.batch(0)['feat_idx_SxN'].size
+    slots = stream.batch(0).feat_idx_SxN.size
     rows_ms, whole_ms = (1e3 * seconds_per_step(_reading(cfg, kind), stream, d, seconds)
                          for kind in ('rows', side))
     rows.append({'side': side, 'Y': Y, 'K': cfg.loss.num_draws, 'd': d, 'nnz': nnz, 'B': B,

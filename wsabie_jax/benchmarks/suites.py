@@ -32,9 +32,10 @@ def step_cost(small: bool):
   rows = []
   for Y, d in [(1000, 10_000), (big, 10_000), (10_000, 1000), (10_000, big)]:
     pos = np.sort(rng.choice(Y, (B, 1)), axis=1).astype(np.int32)
-    batch = {'feat_idx_BxF': rng.integers(0, d, (B, F)).astype(np.int32),
-             'feat_val_BxF': rng.random((B, F)).astype(np.float32), 'label_B': pos[:, 0],
-             'pos_BxP': pos, 'num_pos_B': np.ones(B, np.int32), 'weight_B': np.ones(B, np.float32)}
+    batch = batching.PairBatch(
+        label_BxQ=pos, weight_BxQ=np.ones((B, 1), np.float32), pos_BxP=pos,
+        num_pos_B=np.ones(B, np.int32), feat_idx_BxF=rng.integers(0, d, (B, F)).astype(np.int32),
+        feat_val_BxF=rng.random((B, F)).astype(np.float32))
     cfg = step_lib.StepConfig(Y, model=step_lib.ModelConfig(dim=D),
                               loss=step_lib.LossConfig(num_draws=K))  # row-wise Adagrad
     sec = timed.timed_step(cfg, d, batch, steps=10 if small else 100)

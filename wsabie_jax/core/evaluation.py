@@ -135,7 +135,7 @@ def evaluate_frequency_baseline(label_counts_Y: np.ndarray, padded: PaddedImages
 @functools.partial(jax.jit, static_argnames='score')
 @precision.full_float32
 def _draws_needed(V_dxD, W_YxD, batch, margin, score):
-  label_B, pos_BxP, num_pos_B = batch['label_B'], batch['pos_BxP'], batch['num_pos_B']
+  label_B, pos_BxP, num_pos_B = batch.label_BxQ[:, 0], batch.pos_BxP, batch.num_pos_B
   image_BxD, _ = model.embed_packed(V_dxD, packing.from_padded(batch), len(label_B))
   scores_BxY = model.score_all(image_BxD, W_YxD, score)
   pos_score_B = jnp.take_along_axis(scores_BxY, label_B[:, None], 1)

@@ -42,17 +42,17 @@ def embed_images(V_rows_BxFxD: jax.Array, feat_val_BxF: jax.Array) -> jax.Array:
   return jnp.einsum('bfd,bf->bd', V_rows_BxFxD, feat_val_BxF)
 
 
-def embed_packed(V_dxD: jax.Array, batch: dict, batch_size: int) -> tuple[jax.Array, jax.Array]:
-  """Φ_I(x) = V x for a packed batch (data/packing.py): (images_BxD, row_N),
+def embed_packed(V_dxD: jax.Array, batch, batch_size: int) -> tuple[jax.Array, jax.Array]:
+  """Φ_I(x) = V x for a packed batching.PairBatch (data/packing.py): (images_BxD, row_N),
   a sorted segment sum over the batch's real non-zeros (padding adds 0)."""
   row_N = packed_rows(batch, batch_size)
-  contrib_NxD = batch['feat_val_SxN'].reshape(-1, 1) * V_dxD[batch['feat_idx_SxN'].reshape(-1)]
+  contrib_NxD = batch.feat_val_SxN.reshape(-1, 1) * V_dxD[batch.feat_idx_SxN.reshape(-1)]
   return jax.ops.segment_sum(contrib_NxD, row_N, batch_size, indices_are_sorted=True), row_N
 
 
-def packed_rows(batch: dict, batch_size: int) -> jax.Array:
+def packed_rows(batch, batch_size: int) -> jax.Array:
   """The batch row (0..B−1) of each of a packed batch's N = S·slots non-zeros."""
-  row_SxN = batch['feat_row_SxN']
+  row_SxN = batch.feat_row_SxN
   S = row_SxN.shape[0]  # pack s holds the batch's rows s·b … s·b + b − 1
   return (row_SxN + (jnp.arange(S, dtype=row_SxN.dtype) * (batch_size // S))[:, None]).reshape(-1)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import jax
 import numpy as np
@@ -91,15 +91,32 @@ class EpochOrder:
     return np.concatenate(pieces).reshape(n, self.batch_size)
 
 
+class PairBatch(NamedTuple):
+  """A WSABIE batch (a pytree): B rows, each an image and up to Q of its
+  positive pairs (Q = 1: a pair a row). The images' non-zeros come packed in
+  S packs of N slots (data/packing.py: what a stream on the devices gathers)
+  or padded to F a row (streamed shards, tests; packing.from_padded packs
+  them inside the step); the other form is None."""
+  label_BxQ: Any                # the rows' positives y
+  weight_BxQ: Any               # 1 for a real pair, 0 for padding
+  pos_BxP: Any                  # all of the image's positives, sorted, padded with Y
+  num_pos_B: Any                # how many (negatives must avoid every one)
+  feat_idx_SxN: Any = None      # packed non-zeros: feature ids, values, and the
+  feat_val_SxN: Any = None      # row of its pack each belongs to
+  feat_row_SxN: Any = None
+  feat_idx_BxF: Any = None      # padded non-zeros
+  feat_val_BxF: Any = None
+
+
 class PairStream:
   """Batch `step` of the positive pairs, a new permutation every epoch, the
   images' non-zeros packed (data/packing.py) in `packs` packs (one a device).
 
   A row holds one image and up to Q = `positives_per_row` of its positives
-  (an image with more takes ⌈n/Q⌉ rows): Q = 1 gives rows of one pair each
-  (label_B, weight_B); Q > 1 gives label_BxQ and weight_BxQ (0 for padding),
-  and a step embeds and scores each row's image once for its Q pairs
-  (wsabie/step.py). Either way an epoch visits every pair once.
+  (an image with more takes ⌈n/Q⌉ rows; Q = 1: rows of one pair each): a
+  PairBatch's label_BxQ and weight_BxQ (0 for padding); a step embeds and
+  scores each row's image once for its Q pairs (wsabie/step.py). Either way
+  an epoch visits every pair once.
   A ResidentStream (training/method.py) that plans its packs.
   """
 
@@ -144,7 +161,7 @@ class PairStream:
   def pairs_per_row(self) -> float:
     return self.num_pairs / len(self.row_image)
 
-  def batch(self, step: int) -> dict:
+  def batch(self, step: int) -> PairBatch:
     ids = self.ids(step)
     return self.gather(self.table(), ids, self.budget(ids[None]), np)
 
@@ -168,12 +185,12 @@ class PairStream:
     return {'row_image': self.row_image, 'row_label': self.row_label_RxQ,
             'row_num': self.row_num, 'pos': self.pos_nxP, 'num_pos': self.num_pos_n, **self.csr}
 
-  def gather(self, table: dict, rows_B, budget: int, xp=jax.numpy) -> dict:
+  def gather(self, table: dict, rows_B, budget: int, xp=jax.numpy) -> PairBatch:
     """Batch of the given rows from `table` (numpy or jax arrays alike), its
     images packed in `budget` slots a pack."""
     img = table['row_image'][rows_B]
-    return {**packing.pack(table, img, self.pack_size, budget, xp),
-            **self._rows(table, rows_B, img, xp)}
+    return PairBatch(**self._rows(table, rows_B, img, xp),
+                     **packing.pack(table, img, self.pack_size, budget, xp))
 
   def plan(self, ids_xB: np.ndarray, budget: int) -> dict:
     """x batches' row ids with their packs planned on the host (packing.plan):
@@ -181,21 +198,18 @@ class PairStream:
     return {'rows_B': ids_xB,
             **packing.plan(self.csr, self.row_image[ids_xB], self.pack_size, budget)}
 
-  def gather_planned(self, table: dict, planned: dict, xp=jax.numpy) -> dict:
+  def gather_planned(self, table: dict, planned: dict, xp=jax.numpy) -> PairBatch:
     """`gather` of one batch's `plan` (its rows' packs read, not built)."""
     rows_B = planned['rows_B']
-    return {**packing.gather_planned(table, planned),
-            **self._rows(table, rows_B, table['row_image'][rows_B], xp)}
+    return PairBatch(**self._rows(table, rows_B, table['row_image'][rows_B], xp),
+                     **packing.gather_planned(table, planned))
 
   def _rows(self, table: dict, rows_B, img, xp) -> dict:
     """The rows' positives (their images `img`): the labels they train on and
     all of their images'."""
-    out = {'pos_BxP': table['pos'][img], 'num_pos_B': table['num_pos'][img]}
-    if self.positives_per_row == 1:
-      return {**out, 'label_B': table['row_label'][rows_B][:, 0],
-              'weight_B': xp.ones(rows_B.shape[0], xp.float32)}
     Q = self.positives_per_row
-    return {**out, 'label_BxQ': table['row_label'][rows_B],
+    return {'pos_BxP': table['pos'][img], 'num_pos_B': table['num_pos'][img],
+            'label_BxQ': table['row_label'][rows_B],
             'weight_BxQ': (xp.arange(Q)[None] < table['row_num'][rows_B][:, None]).astype(xp.float32)}
 
 

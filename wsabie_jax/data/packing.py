@@ -156,15 +156,15 @@ def needed(pair_len: np.ndarray, ids_xB: np.ndarray, pack_size: int) -> int:
   return int(pair_len[ids_xB].reshape(-1, pack_size).sum(1).max())
 
 
-def from_padded(batch: dict) -> dict:
-  """A batch with padded images (feat_idx_BxF, feat_val_BxF: streamed shards,
-  tests, benchmarks) in the packed form, one pack: a reshape, nothing copied."""
-  if 'feat_idx_BxF' not in batch:
+def from_padded(batch):
+  """A batching.PairBatch with padded images (feat_idx_BxF, feat_val_BxF:
+  streamed shards, tests, benchmarks) in the packed form, one pack: a
+  reshape, nothing copied."""
+  if batch.feat_idx_BxF is None:
     return batch
-  out = {k: v for k, v in batch.items() if k not in ('feat_idx_BxF', 'feat_val_BxF')}
-  idx_BxF, val_BxF = batch['feat_idx_BxF'], batch['feat_val_BxF']
+  idx_BxF, val_BxF = batch.feat_idx_BxF, batch.feat_val_BxF
   B, F = idx_BxF.shape
   row = jnp.repeat(jnp.arange(B, dtype=jnp.int32), F, total_repeat_length=B * F)
-  return {**out, 'feat_idx_SxN': idx_BxF.reshape(1, -1), 'feat_val_SxN': val_BxF.reshape(1, -1),
-          'feat_row_SxN': row.reshape(1, -1)}
+  return batch._replace(feat_idx_SxN=idx_BxF.reshape(1, -1), feat_val_SxN=val_BxF.reshape(1, -1),
+                        feat_row_SxN=row.reshape(1, -1), feat_idx_BxF=None, feat_val_BxF=None)
 

@@ -20,7 +20,7 @@ import zipfile
 import numpy as np
 
 from wsabie_jax.data import synthetic
-from wsabie_jax.data.batching import EpochOrder, pad_images
+from wsabie_jax.data.batching import EpochOrder, PairBatch, pad_images
 from wsabie_jax.data.dataset import DataError, SparseDataset
 
 
@@ -188,7 +188,7 @@ class ShardedPairStream:
       self.held_bytes = max(self.held_bytes, held)
     return self._cached[1]
 
-  def batch(self, step: int, rows: tuple[int, int] | None = None) -> dict:
+  def batch(self, step: int, rows: tuple[int, int] | None = None) -> PairBatch:
     """Batch `step`, or its rows [start, stop) alone (a process's share of
     it: those rows are all that is read, padded and held)."""
     start, stop = rows if rows is not None else (0, self.batch_size)
@@ -208,6 +208,8 @@ class ShardedPairStream:
         padded = pad_images(ds.subset(pair_image[pairs]), self.max_features, self.max_positives)
         parts.append((padded, pair_label[pairs]))
     cat = lambda f: np.concatenate([f(p) for p in parts])
-    return {'feat_idx_BxF': cat(lambda p: p[0].feat_idx_nxF), 'feat_val_BxF': cat(lambda p: p[0].feat_val_nxF),
-            'label_B': cat(lambda p: p[1]), 'pos_BxP': cat(lambda p: p[0].pos_nxP),
-            'num_pos_B': cat(lambda p: p[0].num_pos_n), 'weight_B': np.ones(stop - start, np.float32)}
+    return PairBatch(label_BxQ=cat(lambda p: p[1])[:, None],
+                     weight_BxQ=np.ones((stop - start, 1), np.float32),
+                     pos_BxP=cat(lambda p: p[0].pos_nxP), num_pos_B=cat(lambda p: p[0].num_pos_n),
+                     feat_idx_BxF=cat(lambda p: p[0].feat_idx_nxF),
+                     feat_val_BxF=cat(lambda p: p[0].feat_val_nxF))

@@ -20,7 +20,7 @@ class Stream(Protocol):
   pairs_per_row: float          # (image, label) pairs a row holds on average
   held_bytes: int | None        # what a streamed set caches on the host (None: nothing)
 
-  def batch(self, step: int) -> dict: ...           # step's batch, built on the host
+  def batch(self, step: int) -> Any: ...            # step's batch (a pytree), built on the host
   def position(self, step: int) -> dict: ...        # {'epoch', …}: where step is, for the record
 
 
@@ -34,7 +34,7 @@ class ResidentStream(Stream, Protocol):
   def table(self) -> dict: ...                                  # arrays put on the devices once
   def ids_block(self, first: int, n: int) -> np.ndarray: ...    # n steps' ids
   def budget(self, ids: np.ndarray) -> int | None: ...          # packed slots a call needs
-  def gather(self, table: dict, ids, *args, **kwargs) -> dict: ...  # one step's batch, traced
+  def gather(self, table: dict, ids, *args, **kwargs) -> Any: ...  # one step's batch, traced
 
 
 PLANNING = ('plan', 'gather_planned', 'base_budget')  # what a stream with `plans` also has

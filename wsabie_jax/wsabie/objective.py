@@ -16,14 +16,14 @@ from wsabie_jax.wsabie.settings import StepConfig
 
 def uniform_negatives(cfg, sampler, image_BxD, batch, u_BxK):
   """Alg. 1 l. 7: uniform over the labels that are not the image's positives."""
-  neg_BxK = samplers.skip_positives(u_BxK, batch['pos_BxP'], cfg.num_labels)
+  neg_BxK = samplers.skip_positives(u_BxK, batch.pos_BxP, cfg.num_labels)
   return neg_BxK, jnp.ones(neg_BxK.shape, bool)
 
 
 def adaptive_negatives(cfg, sampler, image_BxD, batch, u_BxK):
   """Paper 003 Alg. 1 ll. 12–18; draws that hit a positive are rejected (masked)."""
   neg_BxK = adaptive_sampler.draw(sampler, image_BxD, u_BxK, cfg.loss.rank_scale)
-  return neg_BxK, ~samplers.is_positive(neg_BxK, batch['pos_BxP'])
+  return neg_BxK, ~samplers.is_positive(neg_BxK, batch.pos_BxP)
 
 
 # ---- weighing the draws of one pair: (which draws J, their weights J, stats)

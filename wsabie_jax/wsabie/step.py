@@ -1,14 +1,9 @@
 """TrainState and the jitted, donated WSABIE training step.
 
-A batch holds B rows, each an image and Q of its positive pairs (x, y), with
-static shapes:
-  feat_idx_SxN, feat_val_SxN, the images' non-zeros packed in S packs of N
-  feat_row_SxN                slots (data/packing.py; padded images,
-                              feat_idx_BxF and feat_val_BxF, are taken too);
-  label_BxQ                   the row's positives y (label_B when Q = 1);
-  weight_BxQ                  1 for real pairs, 0 for padding (weight_B);
-  pos_BxP, num_pos_B          all of the image's positives, sorted, padded with Y
-                              (negatives must avoid every one of them).
+A batch is a data/batching.PairBatch: B rows, each an image and Q of its
+positive pairs (x, y), with static shapes (the images' non-zeros packed, or
+padded and packed in the step; the rows' positives; all of each image's
+positives, which the negatives must avoid).
 """
 from __future__ import annotations
 
@@ -24,6 +19,7 @@ from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.core import samplers
 from wsabie_jax.data import packing
+from wsabie_jax.data.batching import PairBatch
 from wsabie_jax.training import parallel
 from wsabie_jax.wsabie import exact_rank, table_reads
 from wsabie_jax.wsabie.objective import choose_objective, pairwise_loss
@@ -67,15 +63,6 @@ def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.
   return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
 
 
-def by_row(batch: dict) -> dict:
-  """The batch with each row's positives as label_BxQ and weight_BxQ (a batch
-  of pairs, label_B and weight_B, is Q = 1): data/batching.PairStream."""
-  if 'label_BxQ' in batch:
-    return batch
-  out = {k: v for k, v in batch.items() if k not in ('label_B', 'weight_B')}
-  return {**out, 'label_BxQ': batch['label_B'][:, None], 'weight_BxQ': batch['weight_B'][:, None]}
-
-
 def draws_loss(cfg: StepConfig, weight_BxQxJ: jax.Array, every_draw: bool):
   """Eq. (9) summed over the batch's pairs, as a function of the positives'
   scores (B×Q) and the negatives' (B×M): M = K draws shared by a row's Q
@@ -91,11 +78,11 @@ def draws_loss(cfg: StepConfig, weight_BxQxJ: jax.Array, every_draw: bool):
   return loss
 
 
-def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK: jax.Array,
+def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u_BxK: jax.Array,
                       sampler: adaptive_sampler.SamplerState | None = None):
   """WARP (Alg. 1 with K parallel draws) or AUC: (RowGrads, stats).
 
-  Row b holds an image and Q of its positive pairs (`by_row`); the image is
+  Row b holds an image and Q of its positive pairs (batching.PairBatch); the image is
   embedded once and its K draws are shared by its Q pairs: each pair's draws
   are still i.i.d. uniform over the image's negatives, as Alg. 1's are.
   The rows a batch touches are gathered here (or a small table read whole:
@@ -104,10 +91,9 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   (`draw_uniforms`).
   """
   V, W = params
-  batch = by_row(batch)
-  label_BxQ, weight_BxQ = batch['label_BxQ'], batch['weight_BxQ']
+  label_BxQ, weight_BxQ = batch.label_BxQ, batch.weight_BxQ
   B, Q = label_BxQ.shape
-  whole = table_reads.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
+  whole = table_reads.choose(cfg, B, batch.feat_idx_SxN.size, V.shape[0])
   draw_negatives, weigh = choose_objective(cfg)
   image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
   neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
@@ -122,7 +108,7 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
     proposal_BxK = adaptive_sampler.proposal_prob(sampler, image_BxD, neg_BxK, cfg.loss.rank_scale)
   else:  # uniform draws: q = 1 / (Y − |P|), which the weighers know from num_negatives
     proposal_BxK = jnp.zeros(neg_BxK.shape)
-  num_negatives_B = cfg.num_labels - batch['num_pos_B']
+  num_negatives_B = cfg.num_labels - batch.num_pos_B
   weigh_row = jax.vmap(functools.partial(weigh, cfg), in_axes=(0, None, None, None, None))
   pick_BxQxJ, weight_BxQxJ, (found_BxQ, trials_BxQ) = jax.vmap(weigh_row)(
       pos_BxQ, neg_scores_BxK, num_negatives_B, valid_BxK, proposal_BxK)
@@ -156,32 +142,31 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: dict, u_BxK:
   return RowGrads(V_grads_of(g_image_BxD), W_grads), stats
 
 
-def exact_row_grads(cfg: StepConfig, params: model.Params, batch: dict):
+def exact_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch):
   """OWPC-SGD: every label scored, all violators updated (eq. (6)); O(B·Y·D)
   time. Labels read whole (table_reads.choose: Y ≤ loss.label_chunk, dot scores)
   by one B×Y matmul (table_reads.exact_label_grads); otherwise O(B·C) memory in
   chunks of C = loss.label_chunk labels (exact_rank.py), a row's Q pairs
   scored as Q rows of one pair."""
   V, W = params
-  batch = by_row(batch)
-  B, Q = batch['label_BxQ'].shape
-  whole = table_reads.choose(cfg, B, batch['feat_idx_SxN'].size, V.shape[0])
+  B, Q = batch.label_BxQ.shape
+  whole = table_reads.choose(cfg, B, batch.feat_idx_SxN.size, V.shape[0])
   image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
   if whole.labels:
     loss, g_image_BxD, gW = table_reads.exact_label_grads(
-        W, image_BxD, batch['label_BxQ'], batch['weight_BxQ'], batch['pos_BxP'],
+        W, image_BxD, batch.label_BxQ, batch.weight_BxQ, batch.pos_BxP,
         rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin)
   else:
     per_pair = lambda x: jnp.repeat(x, Q, axis=0)
     loss, g_image_PxD, gW_YxD = exact_rank.row_grads(
-        per_pair(image_BxD), W, batch['label_BxQ'].reshape(-1), per_pair(batch['pos_BxP']),
-        batch['weight_BxQ'].reshape(-1), score=cfg.model.score,
+        per_pair(image_BxD), W, batch.label_BxQ.reshape(-1), per_pair(batch.pos_BxP),
+        batch.weight_BxQ.reshape(-1), score=cfg.model.score,
         rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin,
         chunk=min(cfg.loss.label_chunk, cfg.num_labels))
     g_image_BxD = g_image_PxD.reshape(B, Q, -1).sum(1)
     gW = row_optim.RowPieces(jnp.arange(cfg.num_labels), gW_YxD)
   return RowGrads(V_grads_of(g_image_BxD), gW), {
-      'loss': loss, 'pairs': jnp.sum(batch['weight_BxQ'] > 0),
+      'loss': loss, 'pairs': jnp.sum(batch.weight_BxQ > 0),
       'nonfinite': jnp.sum(~jnp.isfinite(image_BxD))}
 
 
@@ -204,13 +189,13 @@ def current_sampler(cfg: StepConfig, state: TrainState, global_batch_size: int):
   return adaptive_sampler.maybe_refresh(state.sampler, state.params.W_YxD, state.step, interval)
 
 
-def train_step(cfg: StepConfig, state: TrainState, batch: dict):
+def train_step(cfg: StepConfig, state: TrainState, batch: PairBatch):
   """The step traced under the configured matmul precision (core/precision.py)."""
   with precision.scope(cfg.model.matmul_precision):
     return step_body(cfg, state, batch)
 
 
-def step_body(cfg: StepConfig, state: TrainState, batch: dict, axis: str | None = None):
+def step_body(cfg: StepConfig, state: TrainState, batch: PairBatch, axis: str | None = None):
   """One SGD step; touches only the batch's feature rows and label rows.
 
   The same body for one device and for many: with `axis` (under shard_map,
@@ -219,18 +204,18 @@ def step_body(cfg: StepConfig, state: TrainState, batch: dict, axis: str | None 
   with respect to the rows it gathered, and all-gathers the touched rows and
   their gradients, so every replica applies the update one device would.
   """
-  batch = by_row(packing.from_padded(batch))
+  batch = packing.from_padded(batch)
   sampler = None
   if cfg.loss.kind == 'exact':
     grads, stats = exact_row_grads(cfg, state.params, batch)
   else:
-    rows = batch['label_BxQ'].shape[0]
-    num_pos_B = (batch['num_pos_B'] if axis is None
-                 else jax.lax.all_gather(batch['num_pos_B'], axis, tiled=True))
+    rows = batch.label_BxQ.shape[0]
+    num_pos_B = (batch.num_pos_B if axis is None
+                 else jax.lax.all_gather(batch.num_pos_B, axis, tiled=True))
     u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
     if axis is not None:  # this device's rows of the global batch's draws
       u_BxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
-    sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch['label_BxQ'].shape[1])
+    sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch.label_BxQ.shape[1])
     grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)
   if axis is not None:
     grads = RowGrads(*(parallel.combine(g) for g in grads))

@@ -67,12 +67,12 @@ def choose(cfg: StepConfig, batch_size: int, num_slots: int, num_features: int) 
   return Whole(cfg.num_labels <= LABELS_PER_DRAW * (cfg.draws_per_pair + 1), features)
 
 
-def embed(V_dxD: jax.Array, batch: dict, batch_size: int,
+def embed(V_dxD: jax.Array, batch, batch_size: int,
           whole: bool) -> tuple[jax.Array, Callable[[jax.Array], object]]:
   """(images_BxD, grads_of): grads_of(∂/∂images_BxD) is V's update input —
   the N non-zeros' pieces (row_optim.RowPieces) or V whole (DenseGrad)."""
-  idx_N = batch['feat_idx_SxN'].reshape(-1)
-  val_N = batch['feat_val_SxN'].reshape(-1)
+  idx_N = batch.feat_idx_SxN.reshape(-1)
+  val_N = batch.feat_val_SxN.reshape(-1)
   if not whole:
     image_BxD, row_N = model.embed_packed(V_dxD, batch, batch_size)
 
