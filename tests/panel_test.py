@@ -74,3 +74,15 @@ def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
   row = panel._median_run(got)
   assert (row['pairs_per_sec'], row['p@1'], row['seconds']) == (450.0, 0.5, 1.5)
   assert row['pairs_per_sec_runs'] == [300.0, 480.0, 450.0] and row['p@1_runs'] == [0.5, 0.6, 0.5]
+
+
+def test_the_search_trains_each_candidate_on_each_set(tmp_path):
+  """panel.choose (launch/benchmark.py --suite=panel_search) feeds timed.train_ours
+  through the loop's dispatcher: one row a set and candidate, scored on its
+  validation split (what is asserted does not depend on the machine's speed)."""
+  folder = _mulan_folder(tmp_path)
+  rows = panel.choose([str(folder)], [{'overrides': {'model.max_norm': 3.0}},
+                                      {'knobs': {'max_draws': 10}}], budget=0.3)
+  assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1)]
+  assert all(0.0 <= r['map'] <= 1.0 and r['pairs_per_sec'] > 0 for r in rows)
+  assert rows[1]['num_draws'] == 10

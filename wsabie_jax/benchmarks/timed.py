@@ -12,7 +12,6 @@ import types
 from typing import Callable
 
 import jax
-import ml_collections
 import numpy as np
 
 from wsabie_jax.core import model
@@ -22,7 +21,7 @@ from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.data import batching, dataset, load_splits, synthetic
 from wsabie_jax.data.dataset import SparseDataset
 from wsabie_jax.api import configs
-from wsabie_jax.training import dispatch, parallel, recorder
+from wsabie_jax.training import dispatch, parallel, recorder, settings
 
 
 def timed_step(cfg: step_lib.StepConfig, num_features: int, batch: dict,
@@ -63,9 +62,9 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
                                  pure_step=lambda s, b: step_lib.train_step(cfg, s, b))
   total = 10**9
   # Calls end at epoch ends, so each epoch's pairs and seconds are its own.
-  train_cfg = ml_collections.ConfigDict(dict(
-      steps_per_call=steps_per_call, eval_every_steps=steps_per_epoch,
-      checkpoint_every_steps=total))
+  train_cfg = settings.TrainConfig(batch_size=batch_size, steps_per_call=steps_per_call,
+                                   eval_every_steps=max(steps_per_epoch, 1),
+                                   checkpoint_every_steps=total)
   steps = dispatch.Dispatcher(train_cfg, method, 0, total)
   step = 0
   with recorder.objects_frozen():  # as in the loop: no full collection mid-run
