@@ -13,8 +13,8 @@ SOURCES = ('default', 'config file', 'flag', 'fitted')
 
 def rows(config: ml_collections.ConfigDict, fitted: dict,
          flagged: list[str]) -> list[tuple[str, object, str]]:
-  """(field, value, source) for every field of a checked config; `fitted`: the
-  method's {field: value} for its 'auto' fields; `flagged`: the fields given
+  """(field, value, source) for every field of a checked config, its 'auto'
+  fields fitted; `fitted`: the method's {field: value} for those; `flagged`: the fields given
   as --config.FIELD=… on the command line. A field is 'default' when it holds
   its method's default (data: its kind's), else it came from the config file."""
   base = methods.of(config).base_config().to_dict()
@@ -29,7 +29,7 @@ def rows(config: ml_collections.ConfigDict, fitted: dict,
       source = 'default'
     else:
       source = 'config file'
-    out.append((name, fitted.get(name, value), source))
+    out.append((name, value, source))
   return out
 
 

@@ -79,5 +79,4 @@ def check(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     sections = module.check_config(config)
   except (ValueError, TypeError) as error:
     raise ConfigError(str(error)) from None
-  settings.check_shared(config)
-  return settings.complete(config, sections)
+  return settings.complete(config, {**settings.check_shared(config), **sections})

@@ -114,38 +114,33 @@ def assemble(method: str, method_sections: ml_collections.ConfigDict,
   return c
 
 
-def check_shared(config: ml_collections.ConfigDict) -> None:
-  """Raises ConfigError on the first bad field of config.seed, .train, .eval or .data."""
+def check_shared(config: ml_collections.ConfigDict) -> dict:
+  """config.train, .eval and .data read by their dataclasses ({name: instance};
+  a section the config lacks: its defaults); ConfigError on the first bad
+  field, config.seed's included."""
   try:
     seed = config.seed if 'seed' in config else 0
     check_type('config.seed', seed, int)
     check_ranges({'seed': seed}, 'config', seed='>=0')  # (numpy's RNGs)
-    for name, cls in SHARED.items():
-      from_config(cls, config[name] if name in config else {}, f'config.{name}')
-    data_settings.of(config.data if 'data' in config else {})
+    typed = {name: from_config(cls, config[name] if name in config else {}, f'config.{name}')
+             for name, cls in SHARED.items()}
+    return {**typed, 'data': data_settings.of(config.data if 'data' in config else {})}
   except ValueError as error:
     raise ConfigError(str(error)) from None
 
 
-def complete(config: ml_collections.ConfigDict, sections: dict | None = None
-             ) -> ml_collections.ConfigDict:
-  """`config` (in place) with every shared field a value of its type: the
-  defaults fill what a hand-made config leaves out, so nothing downstream
-  needs a fallback, and a `--config.train.batch_size=512` override of an
-  'auto' field is the int 512. `sections`: the method's own, read by its
-  dataclasses ({name: instance}), written back the same way. Call after
-  check_shared."""
+def complete(config: ml_collections.ConfigDict, sections: dict) -> ml_collections.ConfigDict:
+  """`config` (in place) with each section's fields written from its checked
+  dataclass ({name: instance}: check_shared's and the method's): the defaults
+  fill what a hand-made config leaves out, so nothing downstream needs a
+  fallback, and a `--config.train.batch_size=512` override of an 'auto' field
+  is the int 512."""
   with config.unlocked(), config.ignore_type():
     if 'seed' not in config:
       config.seed = 0
-    for name, default in (('data', data_settings.synthetic_data), ('train', train),
-                          ('eval', evaluation)):
+    for name, values in sections.items():
       if name not in config:
-        config[name] = default()
-    typed = {'data': data_settings.of(config.data),
-             **{name: from_config(cls, config[name], f'config.{name}')
-                for name, cls in SHARED.items()}, **(sections or {})}
-    for name, values in typed.items():
+        config[name] = ml_collections.ConfigDict()
       _write(config[name], dataclasses.asdict(values))
   return config
 
