@@ -12,11 +12,12 @@ are 'auto': the run fits them to the training set's sizes when it starts
 (wsabie/fitting.py has the rules) and writes the values into its config.json;
 `launch/train.py --config=… --print_config` shows them without training.
 
-With a time budget (--config.train.max_seconds=60) it validates about 30
-times over the budget whatever the data's speed (train.evals_per_budget), and
-at least every 10 epochs (small sets run tens of epochs a second and overfit
-between validations spread over a minute), patience 8 of them, and tests the
-best checkpoint.
+It trains 100 epochs; with a time budget (--config.train.max_seconds=60)
+as many as the budget holds while validation improves (train.num_epochs
+'auto': no epoch cap), validating about 30 times over the budget whatever
+the data's speed (train.evals_per_budget) and at least every 10 epochs
+(small sets run tens of epochs a second and overfit between validations
+spread over a minute), patience 8 of them; it tests the best checkpoint.
 
 The constants and the rest (D, C, learning rate, bias feature) were chosen
 on validation splits carved from the training files of a panel of six real
@@ -41,8 +42,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # Fitted to the training set when the run starts (wsabie/fitting.py):
   c.loss = auto(c.loss, 'kind', 'num_draws', violators='all', rank_estimate='violator_count')
   c.optim = auto(c.optim, 'learning_rate', kind='adagrad')
-  c.train = auto(c.train, 'batch_size', 'positives_per_row')
-  c.train.update(num_epochs=3 if a['small'] else 100, eval_every_steps=200, evals_per_budget=30,
+  c.train = auto(c.train, 'batch_size', 'positives_per_row', 'num_epochs')
+  if a['small']:
+    c.train.num_epochs = 3
+  c.train.update(eval_every_steps=200, evals_per_budget=30,
                  max_epochs_between_evals=10.0,
                  checkpoint_every_steps=2000, patience=8, eval_subset=2000, select_metric='map')
   return c

@@ -24,9 +24,12 @@ Suites:
              (--panel_config, default configs/wsabie_mulan.py) vs LightFM's WARP with
              max_sampled 10 and Y at the config's D, 2 threads: test p@1,
              p@5, MAP, pairs/s and epochs at each budget (read off one run as long
-             as the largest), and the ratios. Sets: 'corel5k', a Mulan folder
-             (NAME-train.arff, NAME-test.arff, NAME.xml) or libsvm:TRAIN:TEST.
-             python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…
+             as the largest), the ratios, and the seconds ours takes to reach the
+             better LightFM's 60-s p@1. Sets: 'corel5k', a Mulan folder
+             (NAME-train.arff, NAME-test.arff, NAME.xml), libsvm:TRAIN:TEST, or a
+             stand-in standin:text, standin:many_labels, standin:many_tags
+             (benchmarks/standins.py, written once under $WSABIE_JAX_CACHE).
+             python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…,standin:text
   panel_search  (by name) panel.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread).
@@ -56,7 +59,7 @@ _SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
 _PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suite.')
-_PANEL_BUDGETS = flags.DEFINE_list('panel_budgets', ['10', '60'], 'Seconds (panel suite).')
+_PANEL_BUDGETS = flags.DEFINE_list('panel_budgets', ['10', '60', '300'], 'Seconds (panel suite).')
 _PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_mulan.py',
                                     'The one config file of the panel suite.')
 _PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEARCH (panel_search).')

@@ -24,8 +24,8 @@ def _tiny_config(**train_overrides):
   c.train.batch_size = 16
   c.train.eval_subset = 50
   c.train.log_every_steps = 5
-  for k, v in train_overrides.items():
-    c.train[k] = v
+  with c.train.ignore_type():  # (num_epochs='auto')
+    c.train.update(train_overrides)
   return c
 
 
@@ -262,6 +262,35 @@ def test_validations_spread_over_the_time_budget(tmp_path, monkeypatch):
   assert 4 <= len(steps) <= 12 and metrics['eval_every_steps'] < metrics['steps'], steps
   c.train.max_seconds = 12.0  # resumed: the same interval
   assert run.train_and_evaluate(c, tmp_path)['eval_every_steps'] == metrics['eval_every_steps']
+
+
+def test_a_time_budget_lifts_the_auto_epoch_cap(tmp_path, monkeypatch):
+  """num_epochs='auto' caps a run at AUTO_EPOCHS (here 1) without a budget;
+  with max_seconds the run goes on past it until the budget (or patience)
+  ends it; a number the config gives stays a cap with a budget too. A fake
+  clock (10 ms a read): the same steps on any machine."""
+  from wsabie_jax.training import settings
+  monkeypatch.setattr(settings, 'AUTO_EPOCHS', 1)
+  helpers.FakeClock(per_read=0.01).install(monkeypatch)
+  common = dict(eval_every_steps=10, patience=100, steps_per_call=4)
+  runs = {'auto': _tiny_config(num_epochs='auto', **common),
+          'auto, budget': _tiny_config(num_epochs='auto', max_seconds=6.0, **common),
+          '1, budget': _tiny_config(num_epochs=1, max_seconds=6.0, **common)}
+  got = {name: run.train_and_evaluate(c, tmp_path / name.replace(', ', '_'))
+         for name, c in runs.items()}
+  assert got['auto']['stopped'] == 'completed' and abs(got['auto']['epochs'] - 1) < 0.05
+  assert got['1, budget']['stopped'] == 'completed' and abs(got['1, budget']['epochs'] - 1) < 0.05
+  assert got['auto, budget']['stopped'] == 'max_seconds' and got['auto, budget']['epochs'] > 2, got
+
+
+def test_total_steps_of_each_schedule():
+  from wsabie_jax.training import settings
+  T = settings.TrainConfig
+  assert settings.total_steps(T(num_epochs=3), 10) == 30
+  assert settings.total_steps(T(num_epochs=3, max_seconds=5.0), 10) == 30  # a cap with a budget
+  assert settings.total_steps(T(num_epochs='auto'), 10) == settings.AUTO_EPOCHS * 10
+  assert settings.total_steps(T(num_epochs='auto', max_seconds=5.0), 10) == settings.UNCAPPED
+  assert settings.total_steps(T(num_epochs='auto', max_steps=7, max_seconds=5.0), 10) == 7
 
 
 @pytest.mark.parametrize('process_zero', [0, 1])

@@ -149,7 +149,7 @@ def skipgram_epoch(small: bool):
 
 
 def run(suites, small: bool = False, budget_seconds: float = 130.0,
-        data=('synthetic', 'corel5k'), panel=('corel5k',), panel_budgets=(10.0, 60.0),
+        data=('synthetic', 'corel5k'), panel=('corel5k',), panel_budgets=(10.0, 60.0, 300.0),
         panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1) -> dict:
   """The named suites ('all' for every one), with the device and CPU count."""
   unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}

@@ -23,6 +23,9 @@ class SyntheticSpec:
   num_labels: int = 1000
   num_features: int = 5000
   nnz: int = 40               # mean number of visual-word draws per image
+  nnz_spread: float = 0.0     # 0: Poisson(nnz) draws; > 0: log-normal with this σ and
+                              # mean nnz: a long tail, as documents' lengths have
+                              # (σ 1.5: the longest of 24k rows ~60× the mean)
   mean_labels: float = 2.0    # mean labels per image (1 + Poisson)
   max_labels: int = 8
   group_size: int = 8         # labels per parent: siblings for psib@k
@@ -117,7 +120,12 @@ def generate(spec: SyntheticSpec, num_images: int, split: str = 'train', shard: 
   lab_owner, label_idx = key // spec.num_labels, (key % spec.num_labels).astype(np.int32)
   label_indptr = np.concatenate([[0], np.cumsum(np.bincount(lab_owner, minlength=n))])
   # Words: each draw from one of the image's labels (own or group pool) or background.
-  n_draws = np.maximum(rng.poisson(spec.nnz, n), 1)
+  if spec.nnz_spread > 0:
+    sigma = spec.nnz_spread
+    n_draws = np.maximum(np.round(rng.lognormal(np.log(spec.nnz) - sigma**2 / 2, sigma, n)),
+                         1).astype(np.int64)
+  else:
+    n_draws = np.maximum(rng.poisson(spec.nnz, n), 1)
   d_owner = np.repeat(np.arange(n), n_draws)
   T = len(d_owner)
   counts = np.diff(label_indptr)[d_owner]

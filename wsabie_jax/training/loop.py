@@ -150,7 +150,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   """Alg. 1's outer loop: steps until a budget or patience runs out; validation (the best kept)
   and checkpoints at the calls' boundaries; time, logs and the stop decision in hooks.py."""
   train, r, stream = config.train, recorder.record, method.stream
-  total = train.max_steps or train.num_epochs * math.ceil(stream.num_examples / train.batch_size)
+  total = settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
   step = start = int(state.step)
   clock = Clock(r['train_seconds'], r['step_seconds'])
   timing = hooks.StepTime(clock, lambda: steps.compile_seconds)

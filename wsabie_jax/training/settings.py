@@ -15,6 +15,10 @@ PLATFORMS = ('', 'cpu', 'gpu', 'cuda', 'rocm', 'tpu')
 PLAN_PACKS = ('auto', 'host', 'device')  # training/dispatch.py
 
 
+AUTO_EPOCHS = 100  # num_epochs='auto' without a time budget
+UNCAPPED = 2**62   # steps: no cap (the budget or patience ends the run)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
   # Rows a step (WSABIE: pairs, or images holding positives_per_row pairs);
@@ -23,7 +27,10 @@ class TrainConfig:
   # WSABIE: a row holds one image and up to this many of its positive pairs,
   # embedded and scored once for all of them (data/batching.PairStream); 1: a pair a row.
   positives_per_row: Annotated[int, AUTO] = 1
-  num_epochs: Annotated[int, MAY_CHANGE] = 15
+  # Epochs to train: a cap with or without a time budget. 'auto': AUTO_EPOCHS
+  # without one; with max_seconds no cap, so the budget and patience end the
+  # run however many epochs that takes (`total_steps`).
+  num_epochs: Annotated[int, AUTO, MAY_CHANGE] = 15
   # > 0 overrides num_epochs
   max_steps: Annotated[int, MAY_CHANGE] = 0
   # > 0: stop on this wall-clock budget
@@ -66,6 +73,16 @@ class TrainConfig:
     check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS})
     if not (self.max_steps or self.num_epochs):
       raise ValueError('train: num_epochs and max_steps are both 0 (nothing to train)')
+
+
+def total_steps(train, steps_per_epoch: int) -> int:
+  """The steps a run may take: max_steps, else num_epochs' (train.num_epochs
+  'auto': AUTO_EPOCHS, or UNCAPPED where max_seconds is the limit)."""
+  if train.max_steps:
+    return train.max_steps
+  if train.num_epochs == AUTO:
+    return UNCAPPED if train.max_seconds else AUTO_EPOCHS * steps_per_epoch
+  return train.num_epochs * steps_per_epoch
 
 
 @dataclasses.dataclass(frozen=True)
