@@ -107,7 +107,7 @@ def test_print_config_names_where_each_value_came_from():
   assert rows['train.batch_size'] == (512, 'fitted')
   assert rows['loss.num_draws'] == (100, 'fitted')
   assert rows['model.dim'] == (64, 'flag')
-  assert rows['model.max_norm'] == (3.0, 'config file')
+  assert rows['model.max_norm'] == (100.0, 'config file')
   assert rows['data.train_path'] == (corel5k_paths()[0], 'config file')
   assert rows['train.steps_per_call'] == (16, 'default')
   assert rows['seed'] == (0, 'default')

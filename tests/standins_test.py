@@ -19,9 +19,11 @@ def test_text_has_a_long_tail_of_lengths_and_a_few_labels_each():
   assert freq[0] > 20 * np.median(freq)  # Zipf: a head far above the median label
 
 
-def test_many_labels_and_many_tags():
+def test_many_labels_small_text_and_many_tags():
   mean_nnz, _, labels = _shape(standins.generate('many_labels', scale=0.25)['train'])
   assert 15 <= labels <= 25
+  mean_nnz, _, labels = _shape(standins.generate('small_text')['train'])
+  assert 50 <= mean_nnz <= 80 and 2 <= labels <= 3
   tags = standins.generate('many_tags')['train']
   assert tags.num_labels > tags.num_images and 4 <= _shape(tags)[2] <= 6
 

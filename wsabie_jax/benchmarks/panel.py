@@ -355,4 +355,16 @@ ROUND_6 = [
     {'knobs': {'exact_learning_rate': 0.02}},
     {'knobs': {'exact_learning_rate': 0.005}},
 ]
-SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6}
+# Round 7: the max-norm bound C (paper 000 eqs. (2)–(3)), on the six small
+# sets and on Delicious and the stand-ins (docs/RESULTS.md "The max-norm bound").
+ROUND_7 = [{'overrides': {'model.max_norm': c}} for c in (3.0, 10.0, 100.0, float('inf'))]
+# Round 8, at C 100, on Delicious and the stand-ins: the fitted rate, B and K.
+ROUND_8 = [
+    {},
+    {'overrides': {'optim.learning_rate': 0.02}},
+    {'overrides': {'optim.learning_rate': 0.005}},
+    {'knobs': {'steps_per_epoch': 12}},
+    {'knobs': {'max_draws': 300}},
+]
+SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
+          8: ROUND_8}

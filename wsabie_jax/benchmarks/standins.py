@@ -7,6 +7,8 @@ written once as libsvm files, so both systems read them as a user's files.
               (log-normal σ 1.5: mean ~35 non-zeros, the longest ~60× that), 433
               Zipf labels, ~3.6 a document
   many_labels 13k examples, 1,000 labels, ~20 an example (Delicious' shape)
+  small_text  4.9k documents, 1,836 word features (~70 a document), 159
+              labels, ~2.4 a document: a small set with long rows
   many_tags   8k images, 12k tags (5 an image, most seen a few times), 1,000
               visual words: more labels than examples
 
@@ -27,6 +29,9 @@ SPECS = {
     'many_labels': (synthetic.SyntheticSpec(num_labels=1_000, num_features=2_000, nnz=80,
                                             mean_labels=28.0, max_labels=80, signal=0.5, zipf=0.8,
                                             seed=42), 12_920, 3_185),
+    'small_text': (synthetic.SyntheticSpec(num_labels=159, num_features=1_836, nnz=80,
+                                           mean_labels=2.4, max_labels=12, signal=0.4,
+                                           seed=44), 4_880, 2_515),
     'many_tags': (synthetic.SyntheticSpec(num_labels=12_335, num_features=1_000, nnz=50,
                                           mean_labels=5.0, max_labels=20, signal=0.5,
                                           group_size=16, seed=43), 8_154, 2_000),

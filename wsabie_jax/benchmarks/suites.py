@@ -150,7 +150,8 @@ def skipgram_epoch(small: bool):
 
 def run(suites, small: bool = False, budget_seconds: float = 130.0,
         data=('synthetic', 'corel5k'), panel=('corel5k',), panel_budgets=(10.0, 60.0, 300.0),
-        panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1) -> dict:
+        panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1,
+        panel_runs: int = 3) -> dict:
   """The named suites ('all' for every one), with the device and CPU count."""
   unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}
   if unknown:
@@ -172,7 +173,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     result['accelerator'] = accelerator.run(small, budget_seconds)
   if 'panel' in suites:
     from wsabie_jax.benchmarks import panel as panel_lib
-    result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config)
+    result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config,
+                                        runs=panel_runs)
   if 'tables' in suites:
     from wsabie_jax.benchmarks import gather_vs_whole
     result['tables'] = {'data': gather_vs_whole.on_data(panel, panel_config),

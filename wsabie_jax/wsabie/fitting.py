@@ -7,7 +7,9 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
   loss.kind           'exact' where K = Y − 1 would draw every negative (eq. (6)
                       with (7): every label scored, its violators counted; no
                       draws, the same B·Y·D cost), else 'warp'
-  optim.learning_rate exact_learning_rate for the exact rank, else learning_rate
+  optim.learning_rate exact_learning_rate for the exact rank, else learning_rate,
+                      and large_learning_rate on a set large enough that B is at
+                      its ceiling (rows ≥ steps_per_epoch·max_batch: round 8)
   train.positives_per_row
                       Q = ⌈mean positives⌉ + 1: an image is embedded and scored
                       once for up to Q of its positives, which share its K draws
@@ -41,6 +43,7 @@ class Rules:
   group_pairs: bool = True      # False: a pair a row (Q = 1)
   exact_ranks: bool = True      # the exact rank where K would cover every negative
   learning_rate: float = 0.01   # Adagrad's rate with draws
+  large_learning_rate: float = 0.02  # … on a set of ≥ steps_per_epoch·max_batch rows (round 8)
   exact_learning_rate: float = 0.005  # the exact rank's (search round 6)
 
 
@@ -63,6 +66,7 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
                   rules.min_batch, rules.max_batch))
   values = {'loss.num_draws': K, 'loss.kind': kind,
             'optim.learning_rate': rules.exact_learning_rate if kind == 'exact'
+            else rules.large_learning_rate if rows >= rules.steps_per_epoch * rules.max_batch
             else rules.learning_rate,
             'train.positives_per_row': Q, 'train.batch_size': B}
   return {name: value for name, value in values.items() if _get(config, name) == AUTO}
