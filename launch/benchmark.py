@@ -38,6 +38,10 @@ Suites:
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
              python launch/benchmark.py --suite=tables --panel=corel5k,DIR/enron,…
              --panel_config=configs/wsabie_mulan.py
+  profile    (by name) where the WSABIE step's time goes on each --panel set with
+             --panel_config's B, Q and K: ms a step, pairs/s, multiply-adds a second
+             beside a plain matmul's, and XLA's kernels ranked by time (a trace).
+             python launch/benchmark.py --suite=profile --panel=standin:text
   checkpoints  (by name) seconds to save and restore a checkpoint at the web-scale
              config's table sizes and 10× its labels, beside its checksums' share.
   skipgram_epoch  paper 004 Table 1: seconds per epoch of Fast0Tag, Fixed WV and
@@ -54,7 +58,7 @@ from absl import flags, logging
 from wsabie_jax.benchmarks import suites
 from wsabie_jax.api import cli
 
-_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, checkpoints, or all '
+_SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, profile, checkpoints, or all '
                             '(every suite not marked by name).')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')

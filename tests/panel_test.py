@@ -5,6 +5,7 @@ import pytest
 from wsabie_jax import config as config_lib
 from wsabie_jax.data import corel5k_paths, load_splits
 from wsabie_jax.benchmarks import panel
+from wsabie_jax.data import batching
 from wsabie_jax.wsabie import fitting
 
 
@@ -69,6 +70,10 @@ def test_ratio_table():
   text = panel.table(rows)
   assert '| s | 10 s | wsabie_jax | 128 | 0.600 | 0.100 | 0.200 | 50 | 1.0 |' in text
   assert '| s | 10 s | 1.20 | 0.50 |' in text
+  reach = ([{**r, 'set': 'a', 'target_p1': 0.5, 'seconds_to_target': 3.0} for r in rows]
+           + [{**r, 'set': 'b', 'target_p1': 0.9, 'seconds_to_target': None} for r in rows])
+  text = panel.table(reach)
+  assert '| a | 0.500 | 3.0 s |' in text and '| b | 0.900 | > 30 s |' in text
 
 
 def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
@@ -90,3 +95,25 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1)]
   assert all(0.0 <= r['map'] <= 1.0 and r['pairs_per_sec'] > 0 for r in rows)
   assert rows[1]['num_draws'] == 10
+
+
+def test_seconds_to_a_p1_stops_when_reached(tmp_path):
+  """panel.seconds_to: the seconds of steps to a test p@1; training ends once
+  it is reached (a target of 0 at the first scoring), None where it is not
+  (above 1). The time asserted is the budget's bound, not the machine's speed."""
+  name, data = panel.data_config(str(_mulan_folder(tmp_path)))
+  data.validation_fraction = 0.1
+  cfg, _, config = panel.ours_settings(panel.DEFAULT_CONFIG, data, load_splits(data)[0])
+  padded = batching.pad_images(load_splits(config.data)[2])
+  assert 0 < panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05) < 5.0
+  assert panel.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
+
+
+def test_step_profile_ranks_the_kernels(tmp_path):
+  """launch/benchmark.py --suite=profile: the step's multiply-adds a second and
+  XLA's kernels from a profiler trace, each named with the op it computes."""
+  from wsabie_jax.benchmarks import step_profile
+  row, = step_profile.run([str(_mulan_folder(tmp_path))], seconds=0.1)
+  assert row['madds_per_sec'] > 0 and row['matmul_madds_per_sec'] > 0
+  assert row['kernels'] and all(k['ms'] >= 0 for k in row['kernels'])
+  assert any(k['op'] for k in row['kernels'])

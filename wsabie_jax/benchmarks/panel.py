@@ -130,21 +130,23 @@ REACH_WITHIN = 30.0  # … ours is trained towards for at most this long
 REACH_EVERY = 1.0    # seconds of steps between test scorings (off the clock)
 
 
-def seconds_to(cfg, config, padded_test, target: float) -> float | None:
+def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WITHIN,
+               every: float = REACH_EVERY) -> float | None:
   """The steps' seconds (compilation and scoring left out) ours takes to
-  reach test p@1 ≥ `target`, scored every REACH_EVERY s up to REACH_WITHIN;
-  None where it does not. Trained as the config's runs are (its training
-  file less the validation split); the test file only scores."""
+  reach test p@1 ≥ `target`, scored every `every` s up to `within`; None
+  where it does not. Trained as the config's runs are (its training file
+  less the validation split); the test file only scores."""
   train = load_splits(config.data)[0]
   reached = []
 
   def score(params, pairs, seconds):
-    if not reached and _metrics(params, padded_test)['p@1'] >= target:
+    if _metrics(params, padded_test)['p@1'] >= target:
       reached.append(seconds)
+    return bool(reached)  # (reached: training ends)
 
-  timed.train_ours(train, cfg, config.train.batch_size, REACH_WITHIN,
+  timed.train_ours(train, cfg, config.train.batch_size, within,
                    positives_per_row=config.train.positives_per_row, on_pause=score,
-                   pause_every_seconds=REACH_EVERY)
+                   pause_every_seconds=every)
   return reached[0] if reached else None
 
 

@@ -22,7 +22,7 @@ from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
-EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'checkpoints')  # by name only: long, LightFM or data
+EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'profile', 'checkpoints')  # by name only: long, LightFM or data
 
 
 def step_cost(small: bool):
@@ -175,6 +175,9 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     from wsabie_jax.benchmarks import panel as panel_lib
     result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config,
                                         runs=panel_runs)
+  if 'profile' in suites:
+    from wsabie_jax.benchmarks import step_profile
+    result['profile'] = step_profile.run(panel, panel_config)
   if 'tables' in suites:
     from wsabie_jax.benchmarks import gather_vs_whole
     result['tables'] = {'data': gather_vs_whole.on_data(panel, panel_config),

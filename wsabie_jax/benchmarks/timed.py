@@ -52,7 +52,8 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
 
   As in the loop, compilation is left out and every call's steps are timed.
   `on_pause(params, pairs, seconds)` runs off the clock
-  every `pause_every_seconds` of training (a learning curve against time).
+  every `pause_every_seconds` of training (a learning curve against time);
+  training ends there when it returns True.
   """
   stream = batching.PairStream(train, batch_size, seed, positives_per_row=positives_per_row)
   steps_per_epoch = stream.num_examples // batch_size
@@ -69,9 +70,11 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
   step = 0
   with recorder.objects_frozen():  # as in the loop: no full collection mid-run
     epochs, spent, next_pause = [], 0.0, pause_every_seconds
-    while spent < budget_seconds:
+    stop = False
+    while spent < budget_seconds and not stop:
       t, start = time.perf_counter(), step - step % steps_per_epoch
-      while step < start + steps_per_epoch and spent + time.perf_counter() - t < budget_seconds:
+      while (step < start + steps_per_epoch and spent + time.perf_counter() - t < budget_seconds
+             and not stop):
         compiled = steps.compile_seconds
         state, _, done = steps(state, step)
         t += steps.compile_seconds - compiled  # compilation is not the steps' time
@@ -79,7 +82,7 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
         if on_pause is not None and spent + time.perf_counter() - t >= next_pause > 0:
           jax.block_until_ready(state)
           paused = time.perf_counter()
-          on_pause(state.params, step * pairs_a_step, spent + paused - t)
+          stop = bool(on_pause(state.params, step * pairs_a_step, spent + paused - t))
           t += time.perf_counter() - paused
           next_pause += pause_every_seconds
       jax.block_until_ready(state)

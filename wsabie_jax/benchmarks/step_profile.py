@@ -1,0 +1,105 @@
+"""Where a WSABIE step's time goes (launch/benchmark.py --suite=profile): on
+each --panel set with --panel_config's fitted B, Q and K, the step's ms, its
+pairs/s, the multiply-adds it does a second beside this machine's rate on a
+plain matmul, and XLA's kernels ranked by their time in a profiler trace.
+
+The step's multiply-adds are counted as 3·(B·(K + Q) + N)·D: the scores of
+each row's K draws and Q positives and the embedding of its N packed
+non-zeros, forward, and twice that backward (the gradients of the image and
+of the rows).
+"""
+from __future__ import annotations
+
+import collections
+import glob
+import gzip
+import json
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from wsabie_jax.benchmarks import gather_vs_whole, panel
+from wsabie_jax.data import batching, load_splits
+from wsabie_jax.wsabie import step as step_lib
+
+TOP = 12  # kernels listed a set
+
+
+def matmul_rate(seconds: float = 1.0) -> float:
+  """Multiply-adds a second of a 512×128 by 128×4096 float32 matmul."""
+  f = jax.jit(lambda a, b: a @ b)
+  a, b = jnp.ones((512, 128)), jnp.ones((128, 4096))
+  f(a, b).block_until_ready()
+  calls, start = 0, time.perf_counter()
+  while time.perf_counter() - start < seconds:
+    out = f(a, b)
+    calls += 1
+  out.block_until_ready()
+  return calls * 512 * 128 * 4096 / (time.perf_counter() - start)
+
+
+def kernels(cfg, stream, num_features: int, calls: int = 5) -> list[tuple[str, float, str]]:
+  """(kernel, ms a step, what it computes) of a traced call of STEPS steps,
+  most costly first."""
+  steps = gather_vs_whole.STEPS
+  batches = jax.device_put(jax.tree.map(lambda *x: np.stack(x),
+                                        *[stream.batch(s) for s in range(steps)]))
+  call = jax.jit(lambda state, b: jax.lax.scan(
+      lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
+  state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  hlo = call.lower(state, batches).compile().as_text()
+  state, _ = call(state, batches)
+  jax.block_until_ready(state)
+  with tempfile.TemporaryDirectory() as folder:
+    with jax.profiler.trace(folder, create_perfetto_trace=True):
+      for _ in range(calls):
+        state, _ = call(state, batches)
+      jax.block_until_ready(state)
+    events = json.load(gzip.open(glob.glob(f'{folder}/**/*.trace.json.gz', recursive=True)[0]))
+  micros = collections.Counter()
+  for e in events['traceEvents']:
+    if e.get('ph') == 'X' and e['name'] in hlo and 'Thunk' not in e['name']:
+      micros[e['name']] += e.get('dur', 0)
+  return [(name, us / 1e3 / (calls * steps), _op_of(hlo, name))
+          for name, us in micros.most_common(TOP)]
+
+
+def _op_of(hlo: str, name: str) -> str:
+  """The source op and output shape XLA's line for kernel `name` names."""
+  for line in hlo.splitlines():
+    if line.lstrip().startswith(f'%{name} = ') or line.lstrip().startswith(f'ROOT %{name} = '):
+      shape = line.split('= ', 1)[1].split(' ', 1)[0]
+      op = line.split('op_name="', 1)[1].split('"', 1)[0].split('/')[-1] if 'op_name="' in line \
+          else ''
+      return f'{op} {shape}'
+  return ''
+
+
+def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5) -> list[dict]:
+  rate = matmul_rate()
+  print(f'\nthis machine: {rate / 1e9:.1f} G multiply-adds/s on a 512×128×4096 matmul')
+  rows = []
+  for spec in specs:
+    name, data = panel.data_config(spec)
+    cfg, B, config = panel.ours_settings(config_path, data, load_splits(data)[0])
+    train = load_splits(config.data)[0]
+    stream = batching.PairStream(train, B, 0, positives_per_row=config.train.positives_per_row)
+    slots = stream.batch(0).feat_idx_SxN.size
+    step_s = gather_vs_whole.seconds_per_step(cfg, stream, train.num_features, seconds)
+    K, Q, D = cfg.loss.num_draws, config.train.positives_per_row, cfg.model.dim
+    madds = 3 * (B * (K + Q) + slots) * D
+    pairs = B * stream.pairs_per_row
+    top = kernels(cfg, stream, train.num_features)
+    rows.append({'set': name, 'B': B, 'Q': Q, 'K': K, 'D': D, 'slots': slots,
+                 'ms_per_step': step_s * 1e3, 'pairs_per_sec': pairs / step_s,
+                 'madds_per_sec': madds / step_s, 'matmul_madds_per_sec': rate,
+                 'kernels': [{'kernel': k, 'ms': ms, 'op': op} for k, ms, op in top]})
+    print(f'\n{name}: B {B}, Q {Q}, K {K}, D {D}, {slots:,} non-zero slots a step: '
+          f'{step_s * 1e3:.2f} ms a step, {pairs / step_s:,.0f} pairs/s, '
+          f'{madds / step_s / 1e9:.2f} G multiply-adds/s ({madds / step_s / rate:.0%} of the matmul)')
+    for k, ms, op in top:
+      print(f'  {ms:7.3f} ms  {k:<32} {op}')
+  return rows
