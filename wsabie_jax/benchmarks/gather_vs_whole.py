@@ -21,14 +21,20 @@ from wsabie_jax.wsabie import table_reads
 STEPS = 16  # a call's steps, scanned
 
 
-def seconds_per_step(cfg: step_lib.StepConfig, stream, num_features: int,
-                     seconds: float = 1.5) -> float:
-  """The step on the stream's first STEPS batches, repeated for `seconds`."""
+def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int):
+  """(call, state, batches): STEPS steps scanned in one jitted call over the
+  stream's first STEPS batches, and a fresh state."""
   batches = jax.device_put(jax.tree.map(lambda *x: np.stack(x),
                                         *[stream.batch(s) for s in range(STEPS)]))
   call = jax.jit(lambda state, b: jax.lax.scan(
       lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
-  state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  return call, step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg), batches
+
+
+def seconds_per_step(cfg: step_lib.StepConfig, stream, num_features: int,
+                     seconds: float = 1.5) -> float:
+  """The step on the stream's first STEPS batches, repeated for `seconds`."""
+  call, state, batches = scanned_call(cfg, stream, num_features)
   for _ in range(2):
     state, _ = call(state, batches)
   jax.block_until_ready(state)

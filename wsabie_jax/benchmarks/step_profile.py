@@ -19,11 +19,9 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from wsabie_jax.benchmarks import gather_vs_whole, panel
 from wsabie_jax.data import batching, load_splits
-from wsabie_jax.wsabie import step as step_lib
 
 TOP = 12  # kernels listed a set
 
@@ -45,11 +43,7 @@ def kernels(cfg, stream, num_features: int, calls: int = 5) -> list[tuple[str, f
   """(kernel, ms a step, what it computes) of a traced call of STEPS steps,
   most costly first."""
   steps = gather_vs_whole.STEPS
-  batches = jax.device_put(jax.tree.map(lambda *x: np.stack(x),
-                                        *[stream.batch(s) for s in range(steps)]))
-  call = jax.jit(lambda state, b: jax.lax.scan(
-      lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
-  state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  call, state, batches = gather_vs_whole.scanned_call(cfg, stream, num_features)
   hlo = call.lower(state, batches).compile().as_text()
   state, _ = call(state, batches)
   jax.block_until_ready(state)
