@@ -2,6 +2,7 @@
 an epoch still visits every pair once, and a row's step is its Q pairs' steps
 with the row's K draws shared."""
 import collections
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -95,15 +96,15 @@ def test_a_row_is_its_pairs_sharing_the_draws(objective, tables):
   rows, pairs, row_of = jax.device_put(_as_pairs(stream, 2))
   assert 0 < rows.weight_BxQ.mean() < 1  # real pairs and padding both
   if objective == 'exact':
-    (g_rows, s_rows), (g_pairs, s_pairs) = (step_lib.exact_row_grads(cfg, params, b)
-                                            for b in (rows, pairs))
+    grads = jax.jit(functools.partial(step_lib.exact_row_grads, cfg))  # (eager: many small ops)
+    (g_rows, s_rows), (g_pairs, s_pairs) = (grads(params, b) for b in (rows, pairs))
   else:
     sampler = (adaptive_sampler.refresh(params.W_YxD, 0) if cfg.loss.sampler == 'adaptive'
                else None)
     u_BxK = step_lib.draw_uniforms(cfg, jax.random.PRNGKey(1), rows.num_pos_B)
-    g_rows, s_rows = step_lib.sampled_row_grads(cfg, params, rows, u_BxK, sampler)
-    g_pairs, s_pairs = step_lib.sampled_row_grads(cfg, params, pairs, u_BxK[row_of],
-                                                  sampler)
+    grads = jax.jit(functools.partial(step_lib.sampled_row_grads, cfg))  # (eager: many small ops)
+    g_rows, s_rows = grads(params, rows, u_BxK, sampler)
+    g_pairs, s_pairs = grads(params, pairs, u_BxK[row_of], sampler)
     assert float(s_rows['violator_found']) > 0  # not vacuous
   assert s_rows.keys() == s_pairs.keys()
   for k in s_rows:

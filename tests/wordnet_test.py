@@ -1,4 +1,6 @@
 """WordNet 3.0 from Debian's wordnet-base: relations, sibling matrix, the WordNet-mode world."""
+import json
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,18 @@ def test_parents_do_not_depend_on_the_hash_seed(net):
   outs = {subprocess.run([sys.executable, '-c', code], cwd=root, capture_output=True, text=True,
                          env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2)}
   assert len(outs) == 1 and 'canine' in outs.pop()
+
+
+def test_what_is_read_off_wordnet_is_kept_on_disk(net, tmp_path, monkeypatch):
+  """pairs_among computes once, then reads its memo (a damaged one is computed again)."""
+  monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))
+  names = ['car.n.01', 'car_door.n.01', 'dog.n.01', 'no_such_thing', 'tree.n.01', 'trunk.n.01']
+  want = wordnet.part_of_pairs(net, names)
+  assert want and wordnet.pairs_among(names) == want
+  (memo,) = (tmp_path / 'wsabie_jax' / 'wordnet-3.0').glob('memo-pairs-*.json')
+  monkeypatch.setattr(wordnet, 'part_of_pairs', lambda *a: pytest.fail('recomputed'))
+  assert wordnet.pairs_among(names) == want  # read off the memo
+  memo.write_text('{"half a')
+  monkeypatch.setattr(wordnet, 'part_of_pairs', lambda *a: want[:1])
+  assert wordnet.pairs_among(names) == want[:1]  # computed again, and rewritten
+  assert json.loads(memo.read_text()) == [list(p) for p in want[:1]]

@@ -13,6 +13,8 @@ Nothing is ever downloaded.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import pathlib
 import warnings
@@ -75,9 +77,13 @@ def _atomic_write(target: pathlib.Path, data: bytes) -> None:
   os.replace(tmp, target)
 
 
-@functools.lru_cache(maxsize=2)
-def load(source: str = DEBIAN_DIR):
+def load(source: str | os.PathLike = DEBIAN_DIR):
   """nltk's WordNetCorpusReader over Debian's files (a clear error when they are absent)."""
+  return _load(str(pathlib.Path(source)))  # one reader a directory however it is named
+
+
+@functools.lru_cache(maxsize=2)
+def _load(source: str):
   import nltk
   from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
@@ -156,6 +162,31 @@ def parents_table(wn, names: list[str]):
   return table, list(parent_ids)
 
 
+def _memo(source, what: str, key, compute):
+  """compute()'s JSON value, kept beside the prepared copy (`prepare`) under a
+  name hashed from `what`, `key` and the database's size: reading WordNet's
+  82k noun synsets costs about 10 s a process, and every launch of a parts or
+  WordNet run (tests, a pod's processes) would pay it again."""
+  source = pathlib.Path(source)
+  stamp = [(source / f).stat().st_size for f in ('data.noun', 'index.noun')]
+  name = hashlib.sha256(json.dumps([what, key, stamp]).encode()).hexdigest()[:16]
+  path = prepare(source) / f'memo-{what}-{name}.json'
+  if path.exists():
+    try:
+      return json.loads(path.read_text())
+    except ValueError:
+      pass  # a damaged memo is computed again and rewritten
+  value = compute()
+  _atomic_write(path, json.dumps(value).encode())
+  return value
+
+
+def pairs_among(names: list[str], source: str | os.PathLike = DEBIAN_DIR) -> list[tuple[int, int]]:
+  """`part_of_pairs` over WordNet at `source`, kept on disk (`_memo`)."""
+  pairs = _memo(source, 'pairs', list(names), lambda: part_of_pairs(load(source), names))
+  return [tuple(p) for p in pairs]
+
+
 def part_of_pairs(wn, names: list[str]) -> list[tuple[int, int]]:
   """(whole, part) index pairs among a vocabulary of synset names ('car.n.01', …);
   names that are not synsets are skipped."""
@@ -173,8 +204,15 @@ def part_of_pairs(wn, names: list[str]) -> list[tuple[int, int]]:
 def synthetic_vocabulary(num_labels: int, source: str = DEBIAN_DIR) -> synthetic.Vocabulary:
   """The synthetic generator's labels in WordNet mode: the `num_labels` visual
   noun synsets with the most part-of links among them, their is-a parents and
-  part-of relations."""
-  wn = load(source)
-  names, relations = part_of_vocabulary(wn, num_labels)
-  parents_YxG, _ = parents_table(wn, names)
-  return synthetic.Vocabulary(names, parents_YxG, relations)
+  part-of relations (kept on disk after the first: `_memo`)."""
+  import numpy as np
+
+  def compute():
+    wn = load(source)
+    names, relations = part_of_vocabulary(wn, num_labels)
+    return {'names': names, 'parents': parents_table(wn, names)[0].tolist(),
+            'relations': relations}
+
+  v = _memo(source, 'vocabulary', num_labels, compute)
+  return synthetic.Vocabulary(v['names'], np.asarray(v['parents'], np.int32),
+                              [tuple(r) for r in v['relations']])

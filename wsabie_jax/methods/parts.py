@@ -73,7 +73,7 @@ def _proxy_settings(config) -> proxy.ProxyConfig:
 def proxy_data(config: ml_collections.ConfigDict) -> proxy.ProxyData:
   train, valid, test = common.load_splits(config)
   images = dataset.concat([train, valid, test])
-  relations = wordnet.part_of_pairs(wordnet.load(), images.label_names)
+  relations = wordnet.pairs_among(images.label_names)
   if not relations:
     raise ValueError('no part-of relation among the data\'s labels: parts needs labels named '
                      'by WordNet synsets (e.g. car.n.01)')
