@@ -176,19 +176,25 @@ def test_pair_stream_covers_every_pair_each_epoch_and_is_deterministic():
   spec = synthetic.SyntheticSpec(num_labels=30, num_features=100, nnz=8)
   ds = synthetic.generate(spec, 50)
   stream = batching.PairStream(ds, batch_size=7, seed=1)
-  n = stream.num_examples
+  n, G = stream.num_examples, stream.order.window
   steps = -(-2 * n // 7)
-  ids = np.concatenate([stream.order.ids(s) for s in range(steps)])
-  np.testing.assert_array_equal(np.sort(ids[:n]), np.arange(n))
-  np.testing.assert_array_equal(np.sort(ids[n:2 * n]), np.arange(n))
-  again = batching.PairStream(ds, batch_size=7, seed=1)
-  np.testing.assert_array_equal(again.order.ids(steps - 1), stream.order.ids(steps - 1))
-  # A call's ids at once (spanning epochs) are position p's item of epoch p // n's permutation.
-  block = again.ids_block(2, 3 * steps)
+  # As drawn: each epoch a permutation; a call's ids at once (spanning epochs)
+  # are position p's item of epoch p // n's permutation.
+  drawn = stream.order.drawn(0, steps).reshape(-1)
+  np.testing.assert_array_equal(np.sort(drawn[:n]), np.arange(n))
+  np.testing.assert_array_equal(np.sort(drawn[n:2 * n]), np.arange(n))
   p = np.arange(2 * 7, (2 + 3 * steps) * 7)
   want = [np.random.default_rng([1, e]).permutation(n)[o] for e, o in zip(p // n, p % n)]
-  np.testing.assert_array_equal(block, np.reshape(want, (3 * steps, 7)))
-  np.testing.assert_array_equal(block[:steps - 2], ids[2 * 7:].reshape(-1, 7)[:steps - 2])
+  np.testing.assert_array_equal(stream.order.drawn(2, 3 * steps), np.reshape(want, (3 * steps, 7)))
+  # The batches (packs balanced): each window of G batches holds its drawn items.
+  ids = stream.order.ids_block(0, 3 * G)
+  for w in range(3):
+    np.testing.assert_array_equal(np.sort(ids[w * G:(w + 1) * G], None),
+                                  np.sort(stream.order.drawn(w * G, G), None))
+  again = batching.PairStream(ds, batch_size=7, seed=1)
+  np.testing.assert_array_equal(again.order.ids(steps - 1), stream.order.ids(steps - 1))
+  block = again.ids_block(2, 3 * steps)  # a call's at once, as one at a time
+  np.testing.assert_array_equal(block, [stream.order.ids(s) for s in range(2, 2 + 3 * steps)])
   batch = stream.batch(3)
   for b in range(7):
     assert batch.label_BxQ[b, 0] in batch.pos_BxP[b]

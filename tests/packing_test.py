@@ -155,3 +155,24 @@ def test_the_epochs_packs_rarely_pass_the_budget(rows, pack):
   base = packing.base_budget(row_len, pack, seed=0)
   totals = row_len[batching.EpochOrder(rows, pack, seed=3).ids_block(0, 4000)].sum(1)
   assert totals.max() <= base < 1.08 * totals.max(), (totals.max(), base)
+
+
+def test_balanced_batches_hold_their_windows_items_in_a_smaller_budget():
+  """EpochOrder with lengths deals each window's items longest first, snake
+  order: a window holds what was drawn, no batch of 2,000 steps passes the
+  budget sized on the first 1,000, and on long-tailed rows (log-normal, the
+  longest 136× the mean) that budget is ≥ 10% below the unbalanced one."""
+  rng = np.random.default_rng(2)
+  rows, B = 20_000, 1024
+  row_len = np.maximum(rng.lognormal(2.5, 1.5, rows).astype(np.int64), 1)
+  order = batching.EpochOrder(rows, B, seed=3, lengths=row_len)
+  G = order.window
+  ids = order.ids_block(0, 2000)
+  for w in (0, 7, 124):
+    np.testing.assert_array_equal(np.sort(ids[w * G:(w + 1) * G], None),
+                                  np.sort(order.drawn(w * G, G), None))
+  balanced = packing.base_budget(row_len, B, drawn_xB=ids[:1000], balanced=True)
+  unbalanced = packing.base_budget(row_len, B, seed=0)
+  totals = row_len[ids].sum(1)
+  assert totals.max() <= balanced <= 0.9 * unbalanced, (totals.max(), balanced, unbalanced)
+  assert totals.max() < 1.15 * totals.mean()  # (the unbalanced budget: 42% above)

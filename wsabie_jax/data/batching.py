@@ -58,11 +58,26 @@ def _pad(indptr, values, width, fill, dtype):
 
 
 class EpochOrder:
-  """Which items batch `step` holds: a new permutation of the items every epoch."""
+  """Which items batch `step` holds: a new permutation of the items every epoch.
 
-  def __init__(self, num_items: int, batch_size: int, seed: int):
+  With `lengths` (each item's non-zeros) the batches are balanced: the items
+  of each window of `window` consecutive batches (aligned at step 0) are dealt
+  to the window's batches longest first, in snake order (batch 0, 1, …, G−1,
+  G−1, …, 0, …), each batch keeping them in their drawn order. Every batch
+  then holds about the window's mean, and a one-device pack's slot budget
+  (packing.base_budget) sits near it instead of at the largest of many random
+  packs (a long-tailed set's vary by ±10% and more: docs/DESIGN.md §1). A
+  window holds the same items either way: every item is still drawn once an
+  epoch, a batch is a stratified draw of its window, batch `step` is still a
+  pure function of (seed, step), and it does not depend on the devices.
+  """
+
+  def __init__(self, num_items: int, batch_size: int, seed: int,
+               lengths: np.ndarray | None = None, window: int = 16):
     self.num_items, self.batch_size, self.seed = num_items, batch_size, seed
+    self.lengths, self.window = lengths, window
     self._perm_epoch, self._perm = -1, None
+    self._window_at, self._window_ids = -1, None
 
   def position(self, step: int) -> dict:
     consumed = step * self.batch_size
@@ -79,8 +94,16 @@ class EpochOrder:
     return self.ids_block(step, 1)[0]
 
   def ids_block(self, first: int, n: int) -> np.ndarray:
-    """The items of batches first … first + n − 1, n×B: slices of the epochs'
-    permutations, one per epoch the batches span (a call's ids at once)."""
+    """The items of batches first … first + n − 1, n×B (a call's ids at once)."""
+    if self.lengths is None:
+      return self.drawn(first, n)
+    G = self.window
+    windows = [self._balanced(w) for w in range(first // G, (first + n - 1) // G + 1)]
+    return np.concatenate(windows)[first % G:first % G + n]
+
+  def drawn(self, first: int, n: int) -> np.ndarray:
+    """Batches first … first + n − 1 as drawn: slices of the epochs'
+    permutations, one per epoch the batches span."""
     start, stop = first * self.batch_size, (first + n) * self.batch_size
     pieces = []
     while start < stop:
@@ -89,6 +112,19 @@ class EpochOrder:
       pieces.append(self._permutation(epoch)[offset:offset + take])
       start += take
     return np.concatenate(pieces).reshape(n, self.batch_size)
+
+  def _balanced(self, w: int) -> np.ndarray:
+    """Window w's batches (G×B): its items dealt to them longest first, snake order."""
+    if w != self._window_at:
+      G = self.window
+      items = self.drawn(w * G, G).reshape(-1)
+      longest_first = np.argsort(-self.lengths[items], kind='stable')  # places in the window
+      turn, place = np.divmod(np.arange(len(items)), G)
+      batch_of = np.empty(len(items), np.int64)
+      batch_of[longest_first] = np.where(turn % 2 == 0, place, G - 1 - place)
+      self._window_ids = items[np.argsort(batch_of, kind='stable')].reshape(G, -1)
+      self._window_at = w
+    return self._window_ids
 
 
 class PairBatch(NamedTuple):
@@ -148,8 +184,10 @@ class PairStream:
     self.batch_size, self.pack_size = batch_size, batch_size // packs
     self.csr = packing.csr_table(ds.feat_indptr, ds.feat_idx, ds.feat_val)
     self.row_len = self.csr['feat_len'][self.row_image]
-    self.base_budget = packing.base_budget(self.row_len, self.pack_size, seed)
-    self.order = EpochOrder(len(self.row_image), batch_size, seed)
+    self.order = EpochOrder(len(self.row_image), batch_size, seed, lengths=self.row_len)
+    self.base_budget = packing.base_budget(
+        self.row_len, self.pack_size, seed, balanced=packs == 1,
+        drawn_xB=self.order.ids_block(0, -(-packing.SAMPLED_BATCHES * self.pack_size // batch_size)))
     self.position = self.order.position
 
   @property

@@ -31,29 +31,38 @@ SAMPLED_BATCHES = 1000  # packs drawn as the epochs draw them: their largest tot
 MARGIN = 1.05           # … times this margin
 
 
-def base_budget(pair_len: np.ndarray, pack_size: int, seed: int = 0) -> int:
+def base_budget(pair_len: np.ndarray, pack_size: int, seed: int = 0,
+                drawn_xB: np.ndarray | None = None, balanced: bool = False) -> int:
   """Slots a pack of `pack_size` rows gets: 5% above the largest total
-  non-zeros among SAMPLED_BATCHES packs drawn as the epochs draw them
-  (batching.EpochOrder: permutations cut in packs, so without replacement),
-  and at least mean + 5σ of a pack's total; a multiple of 8 and never above
-  what the longest rows need. A pack that needs more takes the next class
-  (`budget_class`: one more compilation, left out of the steps' time).
+  non-zeros among SAMPLED_BATCHES packs drawn as the epochs draw them, and
+  (unless `balanced`) at least mean + 5σ of a pack's total; a multiple of 8
+  and never above what the longest rows need. A pack that needs more takes
+  the next class (`budget_class`: one more compilation, left out of the
+  steps' time).
 
-  The packs are drawn as the epochs draw them (without replacement): packs
-  drawn with replacement vary more than the epochs' do, and a budget sized
-  on them holds more padding than the steps need (docs/DESIGN.md §1)."""
-  rng = np.random.default_rng(seed)
+  `drawn_xB`: the stream's own first batches (batching.EpochOrder). Where a
+  pack is a batch they are balanced (`balanced`): their totals sit within a
+  few % of the mean, and the largest of 1,000 is what later epochs reach.
+  Without them the packs are drawn here as unbalanced epochs draw them
+  (permutations cut in packs, without replacement: with replacement they vary
+  more than the epochs' do, and a budget sized on them holds more padding
+  than the steps need)."""
   pair_len = pair_len.astype(np.int64)
   n = len(pair_len)
-  if pack_size * 100 < n:  # a pack is a sliver of the rows: with or without replacement alike
-    sample = rng.choice(pair_len, (SAMPLED_BATCHES, pack_size))
+  if drawn_xB is not None:
+    sample = pair_len[drawn_xB].reshape(-1, pack_size)
   else:
-    order = np.concatenate([rng.permutation(n)
-                            for _ in range(-(-SAMPLED_BATCHES * pack_size // n))])
-    sample = pair_len[order[:SAMPLED_BATCHES * pack_size]].reshape(SAMPLED_BATCHES, pack_size)
-  # σ of a pack's total, drawn without replacement (the finite-population factor)
-  std = pair_len.std() * math.sqrt(pack_size * max(n - pack_size, 0) / max(n - 1, 1))
-  need = max(MARGIN * sample.sum(1).max(), pack_size * pair_len.mean() + 5 * std, 1)
+    rng = np.random.default_rng(seed)
+    if pack_size * 100 < n:  # a pack is a sliver of the rows: with or without replacement alike
+      sample = rng.choice(pair_len, (SAMPLED_BATCHES, pack_size))
+    else:
+      order = np.concatenate([rng.permutation(n)
+                              for _ in range(-(-SAMPLED_BATCHES * pack_size // n))])
+      sample = pair_len[order[:SAMPLED_BATCHES * pack_size]].reshape(SAMPLED_BATCHES, pack_size)
+  need = max(MARGIN * sample.sum(1).max(), 1)
+  if not balanced:  # σ of a pack's total, drawn without replacement (the finite-population factor)
+    std = pair_len.std() * math.sqrt(pack_size * max(n - pack_size, 0) / max(n - 1, 1))
+    need = max(need, pack_size * pair_len.mean() + 5 * std)
   cap = int(np.sort(pair_len)[-pack_size:].sum())  # the most a pack can ever hold
   return int(max(8, min(-(-int(math.ceil(need)) // 8) * 8, -(-max(cap, 1) // 8) * 8)))
 
