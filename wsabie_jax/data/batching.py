@@ -77,7 +77,7 @@ class EpochOrder:
     self.num_items, self.batch_size, self.seed = num_items, batch_size, seed
     self.lengths, self.window = lengths, window
     self._perm_epoch, self._perm = -1, None
-    self._window_at, self._window_ids = -1, None
+    self._window = (-1, None)  # (w, its ids) as one value: the prefetching thread reads it too
 
   def position(self, step: int) -> dict:
     consumed = step * self.batch_size
@@ -115,16 +115,17 @@ class EpochOrder:
 
   def _balanced(self, w: int) -> np.ndarray:
     """Window w's batches (G×B): its items dealt to them longest first, snake order."""
-    if w != self._window_at:
+    at, ids = self._window
+    if w != at:
       G = self.window
       items = self.drawn(w * G, G).reshape(-1)
       longest_first = np.argsort(-self.lengths[items], kind='stable')  # places in the window
       turn, place = np.divmod(np.arange(len(items)), G)
       batch_of = np.empty(len(items), np.int64)
       batch_of[longest_first] = np.where(turn % 2 == 0, place, G - 1 - place)
-      self._window_ids = items[np.argsort(batch_of, kind='stable')].reshape(G, -1)
-      self._window_at = w
-    return self._window_ids
+      ids = items[np.argsort(batch_of, kind='stable')].reshape(G, -1)
+      self._window = (w, ids)
+    return ids
 
 
 class PairBatch(NamedTuple):
