@@ -1,5 +1,8 @@
 """Test shorthands: a WSABIE StepConfig from flat keyword arguments; a random
 ranking problem."""
+import contextlib
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -54,3 +57,16 @@ class FakeClock:
     from wsabie_jax.training import recorder
     monkeypatch.setattr(recorder, 'now', self)
     return self
+
+
+@contextlib.contextmanager
+def optimized():
+  """XLA's optimisations back on (tests/conftest.py turns most off) for a test
+  whose time is its steps, not its compiling: a paper table's training runs,
+  a profile of the step's kernels as a user's run fuses them."""
+  was = jax.config.read('jax_disable_most_optimizations')
+  jax.config.update('jax_disable_most_optimizations', False)
+  try:
+    yield
+  finally:
+    jax.config.update('jax_disable_most_optimizations', was)

@@ -1,6 +1,7 @@
 """Every paper table of launch/reproduce.py runs (--small) and fills its rows
 with finite figures (issue 39: tables 003-2 and 003-4 once failed on a config
 check and no test noticed). Not the paper's numbers: docs/RESULTS.md has those."""
+import contextlib
 import math
 import re
 
@@ -14,6 +15,9 @@ pytestmark = pytest.mark.slow  # every table's runs, small
 # 000-7 and 002-5 are printed by the same runs as 000-2 and 002-3
 # (paper000.baselines_table, paper002.run): one run checks both.
 RUNS = [t for t in by_name.TABLES if t not in ('000-7', '002-5')]
+# Tables whose runs spend more time in steps than compiling them: 002-3 took
+# 24 s compiled with XLA's optimisations and 47 s without (tests/conftest.py).
+STEP_BOUND = ('002-3',)
 NUMBER = re.compile(r'[-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf)', re.IGNORECASE)
 
 
@@ -28,8 +32,9 @@ def table_rows(text: str) -> list[list[str]]:
 def test_every_paper_table_runs_with_every_row_filled(table, tmp_path, monkeypatch):
   # Small runs end on seconds budgets (samplers 3 s, 000-R1 2 s): on a fake
   # clock they take the same steps and validations on any machine.
-  helpers.FakeClock(per_read=0.01).install(monkeypatch)
-  text = by_name.reproduce(table, tmp_path, small=True)
+  helpers.FakeClock(per_read=0.04).install(monkeypatch)
+  with helpers.optimized() if table in STEP_BOUND else contextlib.nullcontext():
+    text = by_name.reproduce(table, tmp_path, small=True)
   assert (tmp_path / f'{table}.md').read_text() == text
   rows = table_rows(text)
   assert len(rows) >= 3, text  # a header and at least two rows
