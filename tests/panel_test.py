@@ -55,7 +55,8 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
   assert fitting.resolve(config, train, rules(steps_per_epoch=1))[0].train.batch_size == 1024
   # Rows enough for B at its ceiling (≥ 6·max_batch: 4,050 ≥ 3,072) take the larger rate.
   big = fitting.resolve(config, train, rules(max_batch=512))[0]
-  assert (big.train.batch_size, big.optim.learning_rate) == (512, 0.02)
+  assert (big.train.batch_size, big.optim.learning_rate) == (512, fitting.Rules.large_learning_rate)
+  assert fitting.Rules.large_learning_rate > fitting.Rules.learning_rate
   assert fitting.resolve(config, train, rules(max_batch=1024))[0].optim.learning_rate == 0.01
   given = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')
   with given.ignore_type():

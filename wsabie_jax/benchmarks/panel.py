@@ -368,5 +368,9 @@ ROUND_8 = [
     {'knobs': {'steps_per_epoch': 12}},
     {'knobs': {'max_draws': 300}},
 ]
+# Round 9, on the sets round 8's large rate applies to (rows ≥ steps_per_epoch·
+# max_batch: Delicious and the stand-ins text, many_labels, many_tags), after
+# balanced batches made steps cheaper: that rate and two higher.
+ROUND_9 = [{'knobs': {'large_learning_rate': lr}} for lr in (0.02, 0.035, 0.05)]
 SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
-          8: ROUND_8}
+          8: ROUND_8, 9: ROUND_9}

@@ -43,7 +43,7 @@ class Rules:
   group_pairs: bool = True      # False: a pair a row (Q = 1)
   exact_ranks: bool = True      # the exact rank where K would cover every negative
   learning_rate: float = 0.01   # Adagrad's rate with draws
-  large_learning_rate: float = 0.02  # … on a set of ≥ steps_per_epoch·max_batch rows (round 8)
+  large_learning_rate: float = 0.05  # … on a set of ≥ steps_per_epoch·max_batch rows (round 9)
   exact_learning_rate: float = 0.005  # the exact rank's (search round 6)
 
 
