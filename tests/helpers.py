@@ -60,12 +60,13 @@ class FakeClock:
 
 
 @contextlib.contextmanager
-def optimized():
+def optimized(when: bool = True):
   """XLA's optimisations back on (tests/conftest.py turns most off) for a test
   whose time is its steps, not its compiling: a paper table's training runs,
-  a profile of the step's kernels as a user's run fuses them."""
+  a profile of the step's kernels as a user's run fuses them. `when` False:
+  left as they are."""
   was = jax.config.read('jax_disable_most_optimizations')
-  jax.config.update('jax_disable_most_optimizations', False)
+  jax.config.update('jax_disable_most_optimizations', was and not when)
   try:
     yield
   finally:

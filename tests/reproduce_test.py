@@ -1,7 +1,6 @@
 """Every paper table of launch/reproduce.py runs (--small) and fills its rows
 with finite figures (issue 39: tables 003-2 and 003-4 once failed on a config
 check and no test noticed). Not the paper's numbers: docs/RESULTS.md has those."""
-import contextlib
 import math
 import re
 
@@ -33,7 +32,7 @@ def test_every_paper_table_runs_with_every_row_filled(table, tmp_path, monkeypat
   # Small runs end on seconds budgets (samplers 3 s, 000-R1 2 s): on a fake
   # clock they take the same steps and validations on any machine.
   helpers.FakeClock(per_read=0.04).install(monkeypatch)
-  with helpers.optimized() if table in STEP_BOUND else contextlib.nullcontext():
+  with helpers.optimized(when=table in STEP_BOUND):
     text = by_name.reproduce(table, tmp_path, small=True)
   assert (tmp_path / f'{table}.md').read_text() == text
   rows = table_rows(text)

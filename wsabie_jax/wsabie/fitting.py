@@ -9,7 +9,7 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
                       draws, the same B·Y·D cost), else 'warp'
   optim.learning_rate exact_learning_rate for the exact rank, else learning_rate,
                       and large_learning_rate on a set large enough that B is at
-                      its ceiling (rows ≥ steps_per_epoch·max_batch: round 8)
+                      its ceiling (rows ≥ steps_per_epoch·max_batch: round 9)
   train.positives_per_row
                       Q = ⌈mean positives⌉ + 1: an image is embedded and scored
                       once for up to Q of its positives, which share its K draws
