@@ -20,18 +20,21 @@ def _cfg(**kw):
 
 
 def test_auto_reads_whole_only_where_cheaper_and_possible():
-  small = _cfg(num_draws=10)  # Y 40 ≤ 8·11
-  assert table_reads.choose(small, 64, 64 * 10, 300) == table_reads.Whole(True, False)  # 64·300 > 20·640
-  assert table_reads.choose(small, 64, 64 * 10, 20).features  # 64·20 ≤ 20·640
-  assert not table_reads.choose(helpers.step_config(1000, num_draws=10), 64, 640, d).labels
-  assert table_reads.choose(_cfg(tables='whole'), 64, 1, 10**6) == table_reads.Whole(True, True)
-  assert table_reads.choose(_cfg(tables='labels'), 64, 1, 10**6) == table_reads.Whole(True, False)
-  assert table_reads.choose(_cfg(tables='features'), 64, 1, 10**6) == table_reads.Whole(False, True)
+  small = _cfg(num_draws=10)  # Y 40 ≤ 24·(10 + 1)
+  assert table_reads.choose(small, 64, 1, 64 * 10, 300) == table_reads.Whole(True, False)  # 64·300 > 20·640
+  assert table_reads.choose(small, 64, 1, 64 * 10, 20).features  # 64·20 ≤ 20·640
+  assert not table_reads.choose(helpers.step_config(1000, num_draws=10), 64, 1, 640, d).labels
+  # A row's Q positives are gathered label rows too: Y 300 > 24·(10 + 1), ≤ 24·(10 + 3).
+  assert not table_reads.choose(helpers.step_config(300, num_draws=10), 64, 1, 640, d).labels
+  assert table_reads.choose(helpers.step_config(300, num_draws=10), 64, 3, 640, d).labels
+  assert table_reads.choose(_cfg(tables='whole'), 64, 1, 1, 10**6) == table_reads.Whole(True, True)
+  assert table_reads.choose(_cfg(tables='labels'), 64, 1, 1, 10**6) == table_reads.Whole(True, False)
+  assert table_reads.choose(_cfg(tables='features'), 64, 1, 1, 10**6) == table_reads.Whole(False, True)
   for kw in (dict(tables='rows'), dict(score='neg_euclidean'), dict(l2=0.01)):
-    assert table_reads.choose(_cfg(**kw), 64, 640, 20) == table_reads.Whole(False, False), kw
+    assert table_reads.choose(_cfg(**kw), 64, 1, 640, 20) == table_reads.Whole(False, False), kw
   # The exact rank scores every label either way: whole up to a chunk's worth.
-  assert table_reads.choose(_cfg(loss='exact'), 64, 640, 300) == table_reads.Whole(True, False)
-  assert not table_reads.choose(_cfg(loss='exact', label_chunk=16), 64, 640, 300).labels
+  assert table_reads.choose(_cfg(loss='exact'), 64, 1, 640, 300) == table_reads.Whole(True, False)
+  assert not table_reads.choose(_cfg(loss='exact', label_chunk=16), 64, 1, 640, 300).labels
 
 
 OBJECTIVES = {

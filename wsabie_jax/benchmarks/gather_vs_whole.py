@@ -61,7 +61,7 @@ def on_data(specs, config_path: str = 'configs/wsabie_mulan.py', seconds: float 
     Q = config.train.positives_per_row
     stream = batching.PairStream(train, B, 0, positives_per_row=Q)
     slots = stream.batch(0).feat_idx_SxN.size
-    auto = table_reads.choose(cfg, B, slots, train.num_features)
+    auto = table_reads.choose(cfg, B, Q, slots, train.num_features)
     ms = {k: 1e3 * seconds_per_step(_reading(cfg, kind), stream, train.num_features, seconds)
           for k, kind in (('rows', 'rows'), ('auto', 'auto'), ('both', 'whole'))}
     pairs = B * stream.pairs_per_row
@@ -100,7 +100,7 @@ def grid(small: bool = False, seconds: float = 1.5) -> list[dict]:
                          for kind in ('rows', side))
     rows.append({'side': side, 'Y': Y, 'K': cfg.loss.num_draws, 'd': d, 'nnz': nnz, 'B': B,
                  'ms_rows': rows_ms, 'ms_whole': whole_ms,
-                 'auto_whole': getattr(table_reads.choose(cfg, B, slots, d), side)})
+                 'auto_whole': getattr(table_reads.choose(cfg, B, 1, slots, d), side)})
   print(f'\nOne table read whole vs gathered rows, synthetic (B {B}, D {D}; ms/step)')
   print(f'{"side":<9} {"Y":>6} {"K":>4} {"d":>6} {"nnz":>4} {"rows":>7} {"whole":>7} '
         f'{"rows÷whole":>10} {"auto":>6}')

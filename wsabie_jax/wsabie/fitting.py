@@ -3,7 +3,8 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
 (methods/wsabie.py) and written into the run's config.json.
 
   loss.num_draws      K = min(Y − 1, max_draws): every violator's rank counted
-                      among K draws; a step's cost never grows with Y beyond it
+                      among K draws; a step's cost never grows with Y beyond it;
+                      large_max_draws on a large set (as the rate below: round 10)
   loss.kind           'exact' where K = Y − 1 would draw every negative (eq. (6)
                       with (7): every label scored, its violators counted; no
                       draws, the same B·Y·D cost), else 'warp'
@@ -44,6 +45,7 @@ class Rules:
   exact_ranks: bool = True      # the exact rank where K would cover every negative
   learning_rate: float = 0.01   # Adagrad's rate with draws
   large_learning_rate: float = 0.05  # … on a set of ≥ steps_per_epoch·max_batch rows (round 9)
+  large_max_draws: int = 25     # K on such a set (round 10)
   exact_learning_rate: float = 0.005  # the exact rank's (search round 6)
 
 
@@ -55,7 +57,6 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   num_pos = np.diff(train.label_indptr)
   num_pos = num_pos[num_pos > 0]
   Q = int(math.ceil(num_pos.mean())) + 1 if num_pos.size and rules.group_pairs else 1
-  K = max(1, min(Y - 1, rules.max_draws))
   kind = config.loss.kind
   if kind == AUTO:
     kind = 'exact' if rules.exact_ranks and Y - 1 <= rules.max_draws else 'warp'
@@ -64,10 +65,14 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   rows = int(np.sum(-(-num_pos // Q)) * (1 - config.data.validation_fraction))
   B = int(np.clip(2 ** round(math.log2(max(rows / rules.steps_per_epoch, 1))),
                   rules.min_batch, rules.max_batch))
+  # A set large enough for B at its ceiling takes many steps an epoch: there a
+  # higher rate and fewer draws (cheaper steps) reached a better validation
+  # p@1 in the same time (search rounds 9 and 10, docs/RESULTS.md).
+  large = rows >= rules.steps_per_epoch * rules.max_batch
+  K = max(1, min(Y - 1, rules.large_max_draws if large and kind != 'exact' else rules.max_draws))
   values = {'loss.num_draws': K, 'loss.kind': kind,
             'optim.learning_rate': rules.exact_learning_rate if kind == 'exact'
-            else rules.large_learning_rate if rows >= rules.steps_per_epoch * rules.max_batch
-            else rules.learning_rate,
+            else rules.large_learning_rate if large else rules.learning_rate,
             'train.positives_per_row': Q, 'train.batch_size': B}
   return {name: value for name, value in values.items() if _get(config, name) == AUTO}
 

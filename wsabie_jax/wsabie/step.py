@@ -93,7 +93,7 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
   V, W = params
   label_BxQ, weight_BxQ = batch.label_BxQ, batch.weight_BxQ
   B, Q = label_BxQ.shape
-  whole = table_reads.choose(cfg, B, batch.feat_idx_SxN.size, V.shape[0])
+  whole = table_reads.choose(cfg, B, Q, batch.feat_idx_SxN.size, V.shape[0])
   draw_negatives, weigh = choose_objective(cfg)
   image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
   neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
@@ -150,7 +150,7 @@ def exact_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch):
   scored as Q rows of one pair."""
   V, W = params
   B, Q = batch.label_BxQ.shape
-  whole = table_reads.choose(cfg, B, batch.feat_idx_SxN.size, V.shape[0])
+  whole = table_reads.choose(cfg, B, Q, batch.feat_idx_SxN.size, V.shape[0])
   image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
   if whole.labels:
     loss, g_image_BxD, gW = table_reads.exact_label_grads(
@@ -233,7 +233,7 @@ def has_local_step(cfg: StepConfig) -> bool:
   the exact rank's label rows gathered under Adagrad (each device's pieces
   would be its slice's per-row sums, whose Adagrad terms differ)."""
   return not (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
-              and not table_reads.choose(cfg, 1, 1, 1).labels)  # exact's label choice reads no shapes
+              and not table_reads.choose(cfg, 1, 1, 1, 1).labels)  # exact's label choice reads no shapes
 
 
 def local_train_step(cfg: StepConfig):

@@ -39,11 +39,15 @@ from wsabie_jax.wsabie import warp
 from wsabie_jax.wsabie.settings import StepConfig
 
 # 'auto' reads a table whole where a batch covers it many times over: the
-# labels when Y ≤ 8·(K+1), the features when B·d ≤ 20·N non-zeros. A gathered
-# float costs about a hundred of a matmul's multiply-adds once B·K·D outgrows
-# the caches; the thresholds are where `launch/benchmark.py --suite=tables`
-# found whole tables faster (its figures: docs/SCALE.md).
-LABELS_PER_DRAW = 8
+# labels when Y ≤ 24·(K+Q) (a row's Q positives and K draws are gathered
+# label rows), the features when B·d ≤ 20·N non-zeros. Gathering is cheap
+# while B·(K+Q)·D floats fit the caches and costs about a hundred matmul
+# multiply-adds a float once they do not (B 512, Q 1, D 128: K 10 gathers in
+# 0.66 ms at any Y ≤ 3,000, K 100 in ~10 ms), so at the panel's B 1,024 and
+# D 128 the whole table wins up to Y ≈ 22–29·(K+Q): text (Y 433, Q 5) is 1.4×
+# faster whole at K 25 and 1.3× slower at K 10; Delicious (Y 983, Q 20) 1.6×
+# faster at K 25. `launch/benchmark.py --suite=tables` measures both (docs/SCALE.md).
+LABELS_PER_GATHERED_ROW = 24
 FEATURES_PER_NONZERO = 20
 
 
@@ -52,8 +56,11 @@ class Whole(NamedTuple):
   features: bool  # V by one B×d matmul
 
 
-def choose(cfg: StepConfig, batch_size: int, num_slots: int, num_features: int) -> Whole:
-  """Which tables this step reads whole (static: from shapes and settings)."""
+def choose(cfg: StepConfig, batch_size: int, positives_per_row: int, num_slots: int,
+           num_features: int) -> Whole:
+  """Which tables this step reads whole (static: from shapes and settings):
+  a batch of `batch_size` rows of `positives_per_row` pairs and `num_slots`
+  feature non-zeros, a table of `num_features` visual words."""
   kind = cfg.model.tables
   if kind == 'rows' or cfg.model.score != 'dot' or cfg.optim.l2:
     return Whole(False, False)
@@ -63,8 +70,9 @@ def choose(cfg: StepConfig, batch_size: int, num_slots: int, num_features: int) 
   features = batch_size * num_features <= FEATURES_PER_NONZERO * num_slots
   if cfg.loss.kind == 'exact':  # every label scored either way: whole up to a chunk
     return Whole(cfg.num_labels <= cfg.loss.label_chunk, features)
-  # B·(K+1) label pieces gathered vs three B×Y products (scores, C·W, Cᵀ·images).
-  return Whole(cfg.num_labels <= LABELS_PER_DRAW * (cfg.draws_per_pair + 1), features)
+  # B·(K+Q) label pieces gathered vs three B×Y products (scores, C·W, Cᵀ·images).
+  return Whole(cfg.num_labels <= LABELS_PER_GATHERED_ROW * (cfg.draws_per_pair + positives_per_row),
+               features)
 
 
 def embed(V_dxD: jax.Array, batch, batch_size: int,
