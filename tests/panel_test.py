@@ -33,9 +33,8 @@ def test_panel_entries(tmp_path):
 
 
 def test_data_agnostic_config_follows_the_data(tmp_path):
-  """K = min(Y − 1, 100) (the exact rank where that is every negative; 25 on a
-  large set), Q = ⌈mean positives⌉ + 1, B the power of two nearest rows/6 within
-  [128, 1024]; loading the config reads no data."""
+  """K = min(Y − 1, 100) (the exact rank where that is every negative), Q = ⌈mean positives⌉ + 1, B the power of two
+  nearest rows/6 within [128, 1024]; loading the config reads no data."""
   config = config_lib.load(f'configs/wsabie_mulan.py:{_mulan_folder(tmp_path)}')
   assert (config.train.batch_size, config.loss.num_draws) == ('auto', 'auto')
   train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, 3.5 positives an image, at most 5
@@ -55,13 +54,15 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
       .train.batch_size == 16
   assert fitting.resolve(config, train, rules(steps_per_epoch=1))[0].train.batch_size == 1024
   # Rows enough for B at its ceiling (≥ 6·max_batch: 4,050 ≥ 3,072) take the
-  # larger rate and fewer draws; the exact rank keeps its own rate and all of Y.
+  # larger rate and their own K; the exact rank keeps its own rate and all of Y.
   big = fitting.resolve(config, train, rules(max_batch=512))[0]
   assert (big.train.batch_size, big.optim.learning_rate, big.loss.num_draws) == (
       512, fitting.Rules.large_learning_rate, fitting.Rules.large_max_draws)
   assert fitting.Rules.large_learning_rate > fitting.Rules.learning_rate
-  assert fitting.Rules.large_max_draws < fitting.Rules.max_draws
-  big_exact = fitting.resolve(config, train, rules(max_batch=512, max_draws=1000))[0]
+  assert fitting.resolve(config, train, rules(max_batch=512, large_max_draws=25))[0] \
+      .loss.num_draws == 25
+  big_exact = fitting.resolve(config, train, rules(max_batch=512, max_draws=1000,
+                                                   large_max_draws=25))[0]
   assert (big_exact.loss.kind, big_exact.loss.num_draws) == ('exact', 373)
   assert fitting.resolve(config, train, rules(max_batch=1024))[0].optim.learning_rate == 0.01
   given = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')

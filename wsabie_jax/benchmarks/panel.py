@@ -372,9 +372,9 @@ ROUND_8 = [
 # max_batch: Delicious and the stand-ins text, many_labels, many_tags), after
 # balanced batches made steps cheaper: that rate and two higher.
 ROUND_9 = [{'knobs': {'large_learning_rate': lr}} for lr in (0.02, 0.035, 0.05)]
-# Round 10, on the same sets at round 9's rate, after the labels were read
-# whole up to Y ≤ 24·(K+Q) (wsabie/table_reads.py): fewer draws K there (a
-# step's cost grows with K; text's pairs/s was half LightFM(10)'s at 60 s).
+# Round 10, on the same sets at round 9's rate, with the labels read whole up
+# to Y ≤ 24·(K+Q) (wsabie/table_reads.py): fewer draws K there (a step's cost
+# grows with K; text's pairs/s was half LightFM(10)'s at 60 s). K stays 100.
 ROUND_10 = [{'knobs': {'large_max_draws': k}} for k in (100, 50, 25)]
 SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
           8: ROUND_8, 9: ROUND_9, 10: ROUND_10}
