@@ -19,7 +19,7 @@ from wsabie_jax.data import batching, synthetic
     ('exact', 'adagrad', 'uniform', 'auto'), ('exact', 'sgd', 'uniform', 'rows')])
 def test_four_devices_match_one(loss, optimizer, sampler, tables):
   """Gathered rows are all-gathered, tables read whole (wsabie/table_reads.py) summed;
-  'auto' reads the labels whole here (Y 60 ≤ 8·(K+1))."""
+  'auto' reads the labels whole here for WARP (Y 60 ≤ 24·(K+Q))."""
   cpus = jax.devices('cpu')
   assert len(cpus) >= 4, 'tests/conftest.py forces 4 CPU devices'
   with jax.default_device(cpus[0]):

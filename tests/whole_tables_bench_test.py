@@ -17,5 +17,6 @@ def test_tables_suite_reports_each_reading(tmp_path):
   assert all(row[f'ms_{k}'] > 0 for k in ('rows', 'auto', 'both'))
   grid = gather_vs_whole.grid(small=True, seconds=0.05)
   assert len(grid) == 4 and all(r['ms_rows'] > 0 and r['ms_whole'] > 0 for r in grid)
-  # labels: Y 50 ≤ 8·11 < Y 100; features: B·d ≥ 64·3000 > 20·(64·100 slots)
-  assert [r['auto_whole'] for r in grid] == [True, False, False, False]
+  # labels: Y 50, 100 ≤ 24·(10 + 1) (tables_test has the bound's edges);
+  # features: B·d ≥ 64·3000 > 20·(64·100 slots)
+  assert [r['auto_whole'] for r in grid] == [True, True, False, False]
