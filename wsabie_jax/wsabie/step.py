@@ -233,7 +233,8 @@ def has_local_step(cfg: StepConfig) -> bool:
   the exact rank's label rows gathered under Adagrad (each device's pieces
   would be its slice's per-row sums, whose Adagrad terms differ)."""
   return not (cfg.loss.kind == 'exact' and cfg.optim.kind == 'adagrad'
-              and not table_reads.choose(cfg, 1, 1, 1, 1).labels)  # exact's label choice reads no shapes
+              and not table_reads.choose(cfg, batch_size=1, positives_per_row=1, num_slots=1,
+                                         num_features=1).labels)  # exact's label choice reads no shapes
 
 
 def local_train_step(cfg: StepConfig):

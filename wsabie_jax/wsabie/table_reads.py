@@ -45,8 +45,9 @@ from wsabie_jax.wsabie.settings import StepConfig
 # multiply-adds a float once they do not (B 512, Q 1, D 128: K 10 gathers in
 # 0.66 ms at any Y ≤ 3,000, K 100 in ~10 ms), so at the panel's B 1,024 and
 # D 128 the whole table wins up to Y ≈ 22–29·(K+Q): text (Y 433, Q 5) is 1.4×
-# faster whole at K 25 and 1.3× slower at K 10; Delicious (Y 983, Q 20) 1.6×
-# faster at K 25. `launch/benchmark.py --suite=tables` measures both (docs/SCALE.md).
+# faster whole at K 25 and 1.3× slower at K 10; Delicious (Y 983, Q 21) 1.6×
+# faster at K 25. `launch/benchmark.py --suite=tables` measures both (its
+# figures: docs/RESULTS.md).
 LABELS_PER_GATHERED_ROW = 24
 FEATURES_PER_NONZERO = 20
 
