@@ -30,6 +30,7 @@ Suites:
              stand-in standin:text, standin:many_labels, standin:many_tags
              (benchmarks/standins.py, written once under $WSABIE_JAX_CACHE).
              python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…,standin:text
+             (--panel_override=train.select_metric=p@1: ours with one setting changed)
   panel_search  (by name) panel.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread).
@@ -55,7 +56,7 @@ import pathlib
 
 from absl import flags, logging
 
-from wsabie_jax.benchmarks import suites
+from wsabie_jax.benchmarks import panel, suites
 from wsabie_jax.api import cli
 
 _SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, profile, checkpoints, or all '
@@ -68,6 +69,9 @@ _PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_mulan.py',
                                     'The one config file of the panel suite.')
 _PANEL_RUNS = flags.DEFINE_integer('panel_runs', 3, 'Runs of ours a budget up to 60 s, pairs/s '
                                    'their median (panel suite; longer budgets run once).')
+_PANEL_OVERRIDE = flags.DEFINE_multi_string(
+    'panel_override', [], "SECTION.KEY=VALUE set in ours' config after the file's, before its "
+    "'auto' fields are fitted (panel suite), e.g. train.select_metric=p@1.")
 _PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEARCH (panel_search).')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')
 _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
@@ -78,7 +82,8 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   result = suites.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value, _PANEL.value,
                           [float(b) for b in _PANEL_BUDGETS.value], _PANEL_CONFIG.value,
-                          _PANEL_ROUND.value, _PANEL_RUNS.value)
+                          _PANEL_ROUND.value, _PANEL_RUNS.value,
+                          panel.parse_overrides(_PANEL_OVERRIDE.value))
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

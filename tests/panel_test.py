@@ -85,6 +85,17 @@ def test_ratio_table():
   assert '| a | 0.500 | 3.0 s |' in text and '| b | 0.900 | > 30 s |' in text
 
 
+def test_overrides_read_literals_and_name_a_bad_one(tmp_path):
+  got = panel.parse_overrides(['train.select_metric=p@1', 'model.dim=64', 'model.max_norm=inf'])
+  assert got == {'train.select_metric': 'p@1', 'model.dim': 64, 'model.max_norm': float('inf')}
+  with pytest.raises(ValueError, match="'dim=64': expected SECTION.KEY=VALUE"):
+    panel.parse_overrides(['dim=64'])
+  _, data = panel.data_config(str(_mulan_folder(tmp_path)))
+  train = load_splits(data)[0]
+  _, _, config = panel.ours_settings(panel.DEFAULT_CONFIG, data, train, got)
+  assert (config.train.select_metric, config.model.dim) == ('p@1', 64)
+
+
 def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
   run = {'p@5': 0.2, 'map': 0.3, 'steps': 100, 'epochs': 2.0, 'stopped': 'early_stopping'}
   got = [{**run, 'p@1': p, 'train_examples_per_sec': v, 'train_seconds': t}

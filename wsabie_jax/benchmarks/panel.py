@@ -23,6 +23,7 @@ NAME-test.arff, NAME.xml, as Mulan distributes them), a libsvm pair
 """
 from __future__ import annotations
 
+import ast
 import pathlib
 import tempfile
 import time
@@ -65,6 +66,30 @@ def data_config(spec: str):
   return name, data
 
 
+def parse_overrides(items) -> dict:
+  """['train.select_metric=p@1', 'model.dim=64'] → {'train.select_metric': 'p@1',
+  'model.dim': 64}: a value that reads as a Python literal or a float ('inf') is
+  one, else a string."""
+  out = {}
+  for item in items:
+    path, sep, text = item.partition('=')
+    if not sep or path.count('.') != 1:
+      raise ValueError(f'--panel_override={item!r}: expected SECTION.KEY=VALUE')
+    out[path] = _value(text)
+  return out
+
+
+def _value(text: str):
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    pass
+  try:
+    return float(text)  # 'inf', 'nan'
+  except ValueError:
+    return text
+
+
 def ours_settings(config_path: str, data, train, overrides: dict | None = None, **knobs):
   """(StepConfig, batch size, config): the config file with this data (its
   normalisation and bias feature kept), `overrides` ({'model.dim': 64, …})
@@ -84,9 +109,11 @@ def ours_settings(config_path: str, data, train, overrides: dict | None = None, 
 
 
 def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads: int = 2,
-            config_path: str = DEFAULT_CONFIG, runs: int = 3) -> dict:
+            config_path: str = DEFAULT_CONFIG, runs: int = 3,
+            overrides: dict | None = None) -> dict:
   """Every set × budget × system; prints the table and returns its rows. Ours
-  runs with the config file's D; LightFM with the same D unless `dim` is given."""
+  runs with the config file's D (and `overrides`: {'train.select_metric': 'p@1'});
+  LightFM with the same D unless `dim` is given."""
   budgets = sorted(budgets)
   rows = []
   for spec in specs:
@@ -95,7 +122,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
     # K from the whole training file, as get_config does. LightFM trains on
     # all of it, with the config's normalisation and bias feature.
     cfg, batch_size, config = ours_settings(config_path, _with_valid(data, VALID_FRACTION),
-                                            load_splits(data)[0])
+                                            load_splits(data)[0], overrides)
     train, _, test = load_splits(_with_valid(config.data, 0.0))
     stats = dict(set=name, labels=train.num_labels, train_images=train.num_images,
                  mean_nnz=float(np.diff(train.feat_indptr).mean()),

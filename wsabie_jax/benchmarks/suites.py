@@ -151,8 +151,9 @@ def skipgram_epoch(small: bool):
 def run(suites, small: bool = False, budget_seconds: float = 130.0,
         data=('synthetic', 'corel5k'), panel=('corel5k',), panel_budgets=(10.0, 60.0, 300.0),
         panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1,
-        panel_runs: int = 3) -> dict:
-  """The named suites ('all' for every one), with the device and CPU count."""
+        panel_runs: int = 3, panel_overrides: dict | None = None) -> dict:
+  """The named suites ('all' for every one), with the device and CPU count.
+  `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel."""
   unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}
   if unknown:
     raise ValueError(f'unknown suites {sorted(unknown)}: choose from {SUITES + EXTRA_SUITES}')
@@ -174,7 +175,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'panel' in suites:
     from wsabie_jax.benchmarks import panel as panel_lib
     result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config,
-                                        runs=panel_runs)
+                                        runs=panel_runs, overrides=panel_overrides)
   if 'profile' in suites:
     from wsabie_jax.benchmarks import step_profile
     result['profile'] = step_profile.run(panel, panel_config)
