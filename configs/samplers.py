@@ -39,7 +39,8 @@ def get_config(arg: str = 'warp,synthetic') -> ml_collections.ConfigDict:
   if a['data'] == 'synthetic':
     if not a['small']:
       c.data.synthetic.num_labels = 10_000
-    c.train.update(num_epochs=200, max_seconds=3.0 if a['small'] else 150.0, eval_every_steps=150,
+    c.train.update(num_epochs=200, max_seconds=3.0 if a['small'] else 150.0,
+                   eval_every_steps=75 if a['small'] else 150,
                    patience=6)
     c = wsabie.apply_sampler_row(c, a['row'], adaptive_draws=10, rank_scale=0.01)
   else:

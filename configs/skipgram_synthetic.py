@@ -44,7 +44,7 @@ def get_config(arg: str = 'proposed') -> ml_collections.ConfigDict:
   c = skipgram.base_config(data)
   if small:
     c.model.widths = (128, 64)
-    c.train.update(num_epochs=10, eval_every_steps=50, checkpoint_every_steps=100)
+    c.train.update(num_epochs=5, eval_every_steps=50, checkpoint_every_steps=100)
     c.words.extra = 50
     c.oov.update(steps=200, rows_per_step=64, cols_per_step=256)
   else:
