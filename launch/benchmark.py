@@ -56,8 +56,9 @@ import pathlib
 
 from absl import flags, logging
 
-from wsabie_jax.benchmarks import panel, suites
+from wsabie_jax.benchmarks import suites
 from wsabie_jax.api import cli
+from wsabie_jax.config.args import parse_overrides
 
 _SUITE = flags.DEFINE_list('suite', ['all'], 'step_cost, lightfm, eval, skipgram_epoch, loop, accelerator, panel, panel_search, tables, profile, checkpoints, or all '
                             '(every suite not marked by name).')
@@ -72,6 +73,17 @@ _PANEL_RUNS = flags.DEFINE_integer('panel_runs', 3, 'Runs of ours a budget up to
 _PANEL_OVERRIDE = flags.DEFINE_multi_string(
     'panel_override', [], "SECTION.KEY=VALUE set in ours' config after the file's, before its "
     "'auto' fields are fitted (panel suite), e.g. train.select_metric=p@1.")
+
+
+@flags.validator('panel_override')
+def _overrides_parse(items):
+  try:
+    parse_overrides(items)
+  except ValueError as error:
+    raise flags.ValidationError(str(error)) from None
+  return True
+
+
 _PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEARCH (panel_search).')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')
 _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
@@ -83,7 +95,7 @@ def main(argv):
   result = suites.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value, _PANEL.value,
                           [float(b) for b in _PANEL_BUDGETS.value], _PANEL_CONFIG.value,
                           _PANEL_ROUND.value, _PANEL_RUNS.value,
-                          panel.parse_overrides(_PANEL_OVERRIDE.value))
+                          parse_overrides(_PANEL_OVERRIDE.value))
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

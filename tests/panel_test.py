@@ -4,6 +4,7 @@ import pytest
 
 from tests import helpers
 from wsabie_jax import config as config_lib
+from wsabie_jax.config import args
 from wsabie_jax.data import corel5k_paths, load_splits
 from wsabie_jax.benchmarks import panel
 from wsabie_jax.data import batching
@@ -86,10 +87,10 @@ def test_ratio_table():
 
 
 def test_overrides_read_literals_and_name_a_bad_one(tmp_path):
-  got = panel.parse_overrides(['train.select_metric=p@1', 'model.dim=64', 'model.max_norm=inf'])
+  got = args.parse_overrides(['train.select_metric=p@1', 'model.dim=64', 'model.max_norm=inf'])
   assert got == {'train.select_metric': 'p@1', 'model.dim': 64, 'model.max_norm': float('inf')}
   with pytest.raises(ValueError, match="'dim=64': expected SECTION.KEY=VALUE"):
-    panel.parse_overrides(['dim=64'])
+    args.parse_overrides(['dim=64'])
   _, data = panel.data_config(str(_mulan_folder(tmp_path)))
   train = load_splits(data)[0]
   _, _, config = panel.ours_settings(panel.DEFAULT_CONFIG, data, train, got)

@@ -23,7 +23,6 @@ NAME-test.arff, NAME.xml, as Mulan distributes them), a libsvm pair
 """
 from __future__ import annotations
 
-import ast
 import pathlib
 import tempfile
 import time
@@ -64,30 +63,6 @@ def data_config(spec: str):
     name = pathlib.Path(data.train_path).name[:-len('-train.arff')]
   data.validation_fraction = 0.0
   return name, data
-
-
-def parse_overrides(items) -> dict:
-  """['train.select_metric=p@1', 'model.dim=64'] → {'train.select_metric': 'p@1',
-  'model.dim': 64}: a value that reads as a Python literal or a float ('inf') is
-  one, else a string."""
-  out = {}
-  for item in items:
-    path, sep, text = item.partition('=')
-    if not sep or path.count('.') != 1:
-      raise ValueError(f'--panel_override={item!r}: expected SECTION.KEY=VALUE')
-    out[path] = _value(text)
-  return out
-
-
-def _value(text: str):
-  try:
-    return ast.literal_eval(text)
-  except (ValueError, SyntaxError):
-    pass
-  try:
-    return float(text)  # 'inf', 'nan'
-  except ValueError:
-    return text
 
 
 def ours_settings(config_path: str, data, train, overrides: dict | None = None, **knobs):

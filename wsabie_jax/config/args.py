@@ -1,4 +1,5 @@
-"""The one parser of a config file's `:arg` string.
+"""The one parser of a config file's `:arg` string (and of SECTION.KEY=VALUE
+overrides, `parse_overrides`).
 
 `--config=configs/FILE.py:ARG` hands ARG to `get_config`. Every config reads
 it the same way: comma-separated words, each either a flag from a fixed set
@@ -8,6 +9,7 @@ error that lists what the config accepts.
 """
 from __future__ import annotations
 
+import ast
 from typing import Sequence
 
 
@@ -47,3 +49,27 @@ def parse_arg(arg: str | None, *, choices: dict[str, Sequence[str]] | None = Non
         raise ValueError(f'{where}: argument {arg!r} names no {group} ({"|".join(choices[group])})')
       out[group] = defaults[group]
   return out
+
+
+def parse_overrides(items) -> dict:
+  """['train.select_metric=p@1', 'model.dim=64'] → {'train.select_metric': 'p@1',
+  'model.dim': 64}: a value that reads as a Python literal or a float ('inf') is
+  one, else a string."""
+  out = {}
+  for item in items:
+    path, sep, text = item.partition('=')
+    if not sep or path.count('.') != 1:
+      raise ValueError(f'override {item!r}: expected SECTION.KEY=VALUE')
+    out[path] = _value(text)
+  return out
+
+
+def _value(text: str):
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    pass
+  try:
+    return float(text)  # 'inf', 'nan'
+  except ValueError:
+    return text
