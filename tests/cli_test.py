@@ -1,6 +1,7 @@
 """Every entry point answers a user's error in one line and a non-zero exit
 (issue 38): a bad flag, a missing file and a wrong workdir for each launch
 script; config files that fail to load; Ctrl-C while training."""
+import ast
 import concurrent.futures
 import json
 import os
@@ -47,14 +48,15 @@ def _wrong_place(script: str, a_file: pathlib.Path) -> list[str]:
 
 def test_every_launch_script_answers_bad_input_in_one_line(tmp_path):
   """Was: absl's two-line flag error, 19–70-line tracebacks for a missing file
-  or a workdir that is a file, an AttributeError from make_shards."""
+  or a workdir that is a file, an AttributeError from make_shards. A wrong
+  workdir is each script's own check; flags are parsed by cli.main, which
+  every script runs (test_every_launch_script_runs_through_cli_main), so a
+  bad flag and a missing flag file are tried on two."""
   a_file = tmp_path / 'a_file'
   a_file.write_text('not a folder\n')
-  cases = []
-  for script in SCRIPTS:
-    cases.append((script, 'bad flag', ['--no_such_flag=1']))  # every script parses in cli.main …
-    cases.append((script, 'wrong workdir', _wrong_place(script, a_file)))
-  for script in ('train.py', 'benchmark.py'):  # … so a missing flag file is answered alike
+  cases = [(script, 'wrong workdir', _wrong_place(script, a_file)) for script in SCRIPTS]
+  for script in ('train.py', 'benchmark.py'):
+    cases.append((script, 'bad flag', ['--no_such_flag=1']))
     cases.append((script, 'missing file', [f'--flagfile={tmp_path}/no/such/flags.txt']))
   with concurrent.futures.ThreadPoolExecutor(4) as pool:
     outs = list(pool.map(lambda c: _cli(f'launch/{c[0]}', *c[2]), cases))
@@ -66,6 +68,18 @@ def test_every_launch_script_answers_bad_input_in_one_line(tmp_path):
       bad.append(f'{script} ({case}, {args}): exit {out.returncode}, stderr '
                  f'{out.stderr.strip()[-600:]!r}')
   assert not bad, '\n'.join(bad)
+
+
+def test_every_launch_script_runs_through_cli_main():
+  """Each script's last statement is `if __name__ == '__main__': cli.main(main)`
+  (absl's app.run answers a bad flag in two lines and a traceback)."""
+  wrong = []
+  for script in SCRIPTS:
+    last = ast.parse((ROOT / 'launch' / script).read_text()).body[-1]
+    if not (isinstance(last, ast.If) and ast.unparse(last.test) == "__name__ == '__main__'"
+            and [ast.unparse(s) for s in last.body] == ['cli.main(main)']):
+      wrong.append(script)
+  assert not wrong, f'not run by cli.main: {wrong}'
 
 
 @pytest.mark.parametrize('body,arg,says', [

@@ -17,15 +17,19 @@ os.environ.setdefault('WSABIE_JAX_CACHE', os.path.join(tempfile.gettempdir(),
 os.environ.setdefault('WSABIE_JAX_CONFIGS', str(pathlib.Path(__file__).resolve().parents[1] /
                                                 'configs'))
 
-# In-process tests keep them there too: many tests compile the same steps at
-# the same shapes, in either worker (JAX keys its cache by program and flags).
+# Most of a test's time is XLA compiling small programs, once each (1,308
+# compiles, 0.04 s on average, were 70% of five step files' 75 s); the tests
+# check values, not speed: compiled with few optimisations they take 20% less.
+# Set before jax is imported, so the launched subprocesses (launch_test,
+# multihost_test, cli_test, colabs_test) read it too: two of multihost_test's
+# cluster tests took 67 s of CPU with XLA's optimisations, 53 s without. A test that
+# times the step as a user's run fuses it turns them back on (helpers.optimized).
+os.environ.setdefault('JAX_DISABLE_MOST_OPTIMIZATIONS', '1')
+
+# In-process tests keep compiled programs in the same folder: many tests
+# compile the same steps at the same shapes, in either worker (JAX keys its
+# cache by program and flags).
 import jax  # noqa: E402 (after XLA_FLAGS: the device count is read at import)
 
 jax.config.update('jax_compilation_cache_dir', os.environ['WSABIE_JAX_CACHE'])
 jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.1)
-# Most of an in-process test's time is XLA compiling small programs, once each
-# (1,308 compiles, 0.04 s on average, were 70% of five step files' 75 s); the
-# tests check values, not speed: compiled with few optimisations they take
-# 20% less. Launched subprocesses (launch_test, multihost_test) compile as a
-# user's run does: this setting is not in their environment.
-jax.config.update('jax_disable_most_optimizations', True)
