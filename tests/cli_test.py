@@ -14,14 +14,16 @@ import time
 
 import pytest
 
+from tests import helpers
+
 pytestmark = pytest.mark.slow  # launch scripts in subprocesses
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(p.name for p in (ROOT / 'launch').glob('*.py'))
 
 
-def _cli(*args, timeout=120, cwd=ROOT):
-  env = dict(os.environ, XLA_FLAGS='')
+def _cli(*args, timeout=120, cwd=ROOT, optimized=False):
+  env = dict(os.environ, XLA_FLAGS='', **(helpers.OPTIMIZED_ENV if optimized else {}))
   return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
                         text=True, timeout=timeout)
 
@@ -136,9 +138,9 @@ def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
   lost. SIGINT once the first validation is logged: exit 130 with one line
   naming the step it saved; the same command again ends where a run never
   interrupted ends (the same test metrics)."""
-  whole = _cli(*_train_args(tmp_path / 'whole'), timeout=300)
+  whole = _cli(*_train_args(tmp_path / 'whole'), timeout=300, optimized=True)
   assert whole.returncode == 0, whole.stderr[-2000:]
-  env = dict(os.environ, XLA_FLAGS='')
+  env = dict(os.environ, XLA_FLAGS='', **helpers.OPTIMIZED_ENV)
   proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'cut')], cwd=ROOT, env=env,
                           stderr=subprocess.PIPE, text=True)
   lines = []
@@ -154,7 +156,7 @@ def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
   assert last.startswith('Ctrl-C (SIGINT) at step ') and 'rerun the same command' in last, rest
   step = int(last.split('at step ')[1].split(';')[0])
   assert step < 3000 and (tmp_path / 'cut/checkpoints' / str(step)).is_dir()
-  again = _cli(*_train_args(tmp_path / 'cut'), timeout=300)
+  again = _cli(*_train_args(tmp_path / 'cut'), timeout=300, optimized=True)
   assert again.returncode == 0, again.stderr[-2000:]
   assert f'resumed from step {step}' in again.stderr
   metrics = [json.loads((tmp_path / d / 'metrics.json').read_text()) for d in ('whole', 'cut')]

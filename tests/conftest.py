@@ -21,9 +21,9 @@ os.environ.setdefault('WSABIE_JAX_CONFIGS', str(pathlib.Path(__file__).resolve()
 # compiles, 0.04 s on average, were 70% of five step files' 75 s); the tests
 # check values, not speed: compiled with few optimisations they take 20% less.
 # Set before jax is imported, so the launched subprocesses (launch_test,
-# multihost_test, cli_test, colabs_test) read it too: two of multihost_test's
-# cluster tests took 67 s of CPU with XLA's optimisations, 53 s without. A test that
-# times the step as a user's run fuses it turns them back on (helpers.optimized).
+# multihost_test, cli_test, colabs_test) read it too. A test whose time is
+# its steps turns them back on: helpers.optimized in process,
+# helpers.OPTIMIZED_ENV for what it launches.
 os.environ.setdefault('JAX_DISABLE_MOST_OPTIMIZATIONS', '1')
 
 # In-process tests keep compiled programs in the same folder: many tests
