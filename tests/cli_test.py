@@ -1,6 +1,7 @@
 """Every entry point answers a user's error in one line and a non-zero exit
-(issue 38): a bad flag, a missing file and a wrong workdir for each launch
-script; config files that fail to load; Ctrl-C while training."""
+(issue 38): a wrong workdir for each launch script, a bad flag and a missing
+flag file through the parser they share (cli.main); config files that fail
+to load; Ctrl-C while training."""
 import ast
 import concurrent.futures
 import json
@@ -22,10 +23,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(p.name for p in (ROOT / 'launch').glob('*.py'))
 
 
+def _env(optimized: bool = False) -> dict:
+  """One device, as a user's laptop; `optimized`: XLA's optimisations on (a run whose time is steps)."""
+  return dict(os.environ, XLA_FLAGS='', **(helpers.OPTIMIZED_ENV if optimized else {}))
+
+
 def _cli(*args, timeout=120, cwd=ROOT, optimized=False):
-  env = dict(os.environ, XLA_FLAGS='', **(helpers.OPTIMIZED_ENV if optimized else {}))
-  return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
-                        text=True, timeout=timeout)
+  return subprocess.run([sys.executable, *args], cwd=cwd, env=_env(optimized),
+                        capture_output=True, text=True, timeout=timeout)
 
 
 def _wrong_place(script: str, a_file: pathlib.Path) -> list[str]:
@@ -140,8 +145,8 @@ def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
   interrupted ends (the same test metrics)."""
   whole = _cli(*_train_args(tmp_path / 'whole'), timeout=300, optimized=True)
   assert whole.returncode == 0, whole.stderr[-2000:]
-  env = dict(os.environ, XLA_FLAGS='', **helpers.OPTIMIZED_ENV)
-  proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'cut')], cwd=ROOT, env=env,
+  proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'cut')], cwd=ROOT,
+                          env=_env(optimized=True),
                           stderr=subprocess.PIPE, text=True)
   lines = []
   deadline = time.monotonic() + 240
