@@ -40,7 +40,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = wsabie.base_config(_data(a['data_dir'], a['libsvm']))
   c.model.update(dim=128, max_norm=100.0)  # a loose bound: README "Defaults across data"
   # Fitted to the training set when the run starts (wsabie/fitting.py):
-  c.loss = auto(c.loss, 'kind', 'num_draws', violators='all', rank_estimate='violator_count')
+  c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', violators='all',
+                rank_estimate='violator_count')
   c.optim = auto(c.optim, 'learning_rate', kind='adagrad')
   c.train = auto(c.train, 'batch_size', 'positives_per_row', 'num_epochs')
   if a['small']:

@@ -72,7 +72,7 @@ _PANEL_RUNS = flags.DEFINE_integer('panel_runs', 3, 'Runs of ours a budget up to
                                    'their median (panel suite; longer budgets run once).')
 _PANEL_OVERRIDE = flags.DEFINE_multi_string(
     'panel_override', [], "SECTION.KEY=VALUE set in ours' config after the file's, before its "
-    "'auto' fields are fitted (panel suite), e.g. train.select_metric=p@1.")
+    "'auto' fields are fitted (panel and profile suites), e.g. train.select_metric=p@1.")
 
 
 @flags.validator('panel_override')

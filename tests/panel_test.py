@@ -40,7 +40,8 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
   assert (config.train.batch_size, config.loss.num_draws) == ('auto', 'auto')
   train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, 3.5 positives an image, at most 5
   fitted, values = fitting.resolve(config, train)
-  assert values == {'loss.num_draws': 100, 'loss.kind': 'warp', 'optim.learning_rate': 0.01,
+  assert values == {'loss.num_draws': 100, 'loss.kind': 'warp', 'loss.draws': 'per_row',
+                    'optim.learning_rate': 0.01,
                     'train.positives_per_row': 5,  # a row an image
                     'train.batch_size': 512}  # 90% of 4,500 rows / 6 = 675 → 512
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
@@ -66,6 +67,14 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
                                                    large_max_draws=25))[0]
   assert (big_exact.loss.kind, big_exact.loss.num_draws) == ('exact', 373)
   assert fitting.resolve(config, train, rules(max_batch=1024))[0].optim.learning_rate == 0.01
+  # Labels too many to read whole at K (Y 374 > 24·(10 + Q 5)): the batch's rows
+  # share K = batch_max_draws draws instead, in batches of about rows / 24
+  # (4,050 / 24 = 169 → 128); per row when told not to.
+  shared = fitting.resolve(config, train, rules(max_draws=10))[0]
+  assert (shared.loss.draws, shared.loss.num_draws, shared.train.batch_size) == (
+      'per_batch', fitting.Rules.batch_max_draws, 128)
+  assert fitting.resolve(config, train, rules(max_draws=10, batch_draws=False))[0].loss \
+      .to_dict().items() >= {'draws': 'per_row', 'num_draws': 10}.items()
   given = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')
   with given.ignore_type():
     given.train.batch_size = 64  # a value the user gives is kept
@@ -112,7 +121,8 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   validation split (what is asserted does not depend on the machine's speed)."""
   folder = _mulan_folder(tmp_path)
   rows = panel.choose([str(folder)], [{'overrides': {'model.max_norm': 3.0}},
-                                      {'knobs': {'max_draws': 10}}], budget=0.3)
+                                      {'knobs': {'max_draws': 10, 'batch_draws': False}}],
+                       budget=0.3)
   assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1)]
   assert all(0.0 <= r['map'] <= 1.0 and r['pairs_per_sec'] > 0 for r in rows)
   assert rows[1]['num_draws'] == 10

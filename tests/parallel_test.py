@@ -16,10 +16,12 @@ from wsabie_jax.data import batching, synthetic
     ('warp', 'adagrad', 'uniform', 'auto'), ('warp', 'adagrad', 'uniform', 'rows'),
     ('warp', 'sgd', 'uniform', 'whole'), ('auc', 'sgd', 'uniform', 'auto'),
     ('warp', 'adagrad', 'adaptive', 'auto'), ('auc', 'sgd', 'adaptive', 'rows'),
-    ('exact', 'adagrad', 'uniform', 'auto'), ('exact', 'sgd', 'uniform', 'rows')])
+    ('exact', 'adagrad', 'uniform', 'auto'), ('exact', 'sgd', 'uniform', 'rows'),
+    ('warp', 'adagrad', 'shared', 'auto')])
 def test_four_devices_match_one(loss, optimizer, sampler, tables):
   """Gathered rows are all-gathered, tables read whole (wsabie/table_reads.py) summed;
-  'auto' reads the labels whole here for WARP (Y 60 ≤ 24·(K+Q))."""
+  'auto' reads the labels whole here for WARP (Y 60 ≤ 24·(K+Q)). Sampler 'shared':
+  uniform draws shared by the batch's rows (every device draws the same K)."""
   cpus = jax.devices('cpu')
   assert len(cpus) >= 4, 'tests/conftest.py forces 4 CPU devices'
   with jax.default_device(cpus[0]):
@@ -34,7 +36,9 @@ def _four_devices_match_one(loss, optimizer, sampler, tables, cpus):
   adaptive = dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
                   rank_scale=0.05, refresh_every_pairs=64)  # a refresh every other step
   cfg = helpers.step_config(60, dim=8, loss=loss, num_draws=20, optimizer=optimizer,
-                            learning_rate=0.2, tables=tables, **(adaptive if sampler == 'adaptive' else {}))
+                            learning_rate=0.2, tables=tables,
+                            **{'adaptive': adaptive, 'shared': dict(draws='per_batch'),
+                               'uniform': {}}[sampler])
   init = lambda: step_lib.init_state(jax.random.PRNGKey(0), 300, cfg)
   one, step1 = init(), step_lib.make_train_step(cfg)
   mesh = parallel.make_mesh(4, cpus)

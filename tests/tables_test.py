@@ -35,6 +35,9 @@ def test_auto_reads_whole_only_where_cheaper_and_possible():
   # The exact rank scores every label either way: whole up to a chunk's worth.
   assert table_reads.choose(_cfg(loss='exact'), 64, 1, 640, 300) == table_reads.Whole(True, False)
   assert not table_reads.choose(_cfg(loss='exact', label_chunk=16), 64, 1, 640, 300).labels
+  # Draws shared by the batch are scored by a B×K matmul: whole only where Y ≤ K + Q.
+  assert not table_reads.choose(_cfg(draws='per_batch', num_draws=30), 64, 9, 640, d).labels
+  assert table_reads.choose(_cfg(draws='per_batch', num_draws=30), 64, 10, 640, d).labels
 
 
 OBJECTIVES = {
@@ -43,6 +46,9 @@ OBJECTIVES = {
     'auc_logistic': dict(loss='auc', pairwise='logistic', optimizer='sgd'),
     'adaptive': dict(sampler='adaptive', violators='all', rank_estimate='violator_count',
                      rank_scale=0.1, refresh_every_pairs=64),
+    # draws shared by the batch's rows: 'rows' scores them by batch_draws' matmul
+    'per_batch_first': dict(draws='per_batch'),
+    'per_batch_all': dict(draws='per_batch', violators='all', rank_estimate='violator_count'),
 }
 
 

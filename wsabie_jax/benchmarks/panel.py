@@ -378,5 +378,16 @@ ROUND_9 = [{'knobs': {'large_learning_rate': lr}} for lr in (0.02, 0.035, 0.05)]
 # to Y ≤ 24·(K+Q) (wsabie/table_reads.py): fewer draws K there (a step's cost
 # grows with K; text's pairs/s was half LightFM(10)'s at 60 s). K stays 100.
 ROUND_10 = [{'knobs': {'large_max_draws': k}} for k in (100, 50, 25)]
+# Round 11, on many_tags (the one set whose labels are gathered): the batch's
+# rows sharing their draws (wsabie/batch_draws.py), at K 100 and more; B 1,024
+# as the rules then fitted it.
+_B1024 = {'overrides': {'train.batch_size': 1024}}
+ROUND_11 = [{**_B1024, 'knobs': {'batch_draws': False}}] + [
+    {**_B1024, 'knobs': {'batch_max_draws': k}} for k in (100, 300, 1000, 3000)]
+# Round 12, on many_tags with round 11's shared draws (K 300): a higher rate and
+# smaller batches (more steps an epoch) for its first seconds.
+ROUND_12 = [{'overrides': {'train.batch_size': b, **({'optim.learning_rate': lr} if lr else {})}}
+            for b, lr in ((1024, None), (1024, 0.1), (1024, 0.2), (256, None), (256, 0.1))]
 SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
-          8: ROUND_8, 9: ROUND_9, 10: ROUND_10}
+          8: ROUND_8, 9: ROUND_9, 10: ROUND_10, 11: ROUND_11,
+          12: ROUND_12}

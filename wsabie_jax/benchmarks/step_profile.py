@@ -72,13 +72,14 @@ def _op_of(hlo: str, name: str) -> str:
   return ''
 
 
-def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5) -> list[dict]:
+def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
+        overrides: dict | None = None) -> list[dict]:
   rate = matmul_rate()
   print(f'\nthis machine: {rate / 1e9:.1f} G multiply-adds/s on a 512×128×4096 matmul')
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
-    cfg, B, config = panel.ours_settings(config_path, data, load_splits(data)[0])
+    cfg, B, config = panel.ours_settings(config_path, data, load_splits(data)[0], overrides)
     train = load_splits(config.data)[0]
     stream = batching.PairStream(train, B, 0, positives_per_row=config.train.positives_per_row)
     slots = stream.batch(0).feat_idx_SxN.size

@@ -178,7 +178,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
                                         runs=panel_runs, overrides=panel_overrides)
   if 'profile' in suites:
     from wsabie_jax.benchmarks import step_profile
-    result['profile'] = step_profile.run(panel, panel_config)
+    result['profile'] = step_profile.run(panel, panel_config, overrides=panel_overrides)
   if 'tables' in suites:
     from wsabie_jax.benchmarks import gather_vs_whole
     result['tables'] = {'data': gather_vs_whole.on_data(panel, panel_config),

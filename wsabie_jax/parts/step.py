@@ -159,7 +159,7 @@ def _train_step(cfg: PartsConfig, state: PartsState, batch: dict):
   pos_B, cand_BxK_scores = jax.vmap(functools.partial(constraint_scores, a))(
       image_BxD, T[true_B], T[cand_BxK], W[other_B], W[true_B], W[cand_BxK])
   pick = warp.find_violators(pos_B, cand_BxK_scores, cfg.num_labels - one_B, cfg.num_labels,
-                             rank_weights='top1', margin=margin)
+                             rank_weights='top1', margin=margin, min_negatives=cfg.num_labels - 1)
   found_B = pick.found_B & (batch['weight_B'] > 0)
   # §4.3.3 step 5: the hinge weighted E(⌊γ/N⌋) with α_1 = 1, α_j>1 = 0, which
   # is 1 whenever a violator is found (its rank estimate is at least 1).

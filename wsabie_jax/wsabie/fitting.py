@@ -8,6 +8,12 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
   loss.kind           'exact' where K = Y − 1 would draw every negative (eq. (6)
                       with (7): every label scored, its violators counted; no
                       draws, the same B·Y·D cost), else 'warp'
+  loss.draws          'per_batch' (the batch's rows share their K draws, scored by
+                      one matmul: wsabie/batch_draws.py) where the labels are too
+                      many to read whole (Y > 24·(K+Q): wsabie/table_reads.py), K
+                      then batch_max_draws and B about rows / batch_steps_per_epoch
+                      (a step pushes down only its K draws: more steps, more of
+                      the labels); else 'per_row'
   optim.learning_rate exact_learning_rate for the exact rank, else learning_rate,
                       and large_learning_rate on a set large enough that B is at
                       its ceiling (rows ≥ steps_per_epoch·max_batch: round 9)
@@ -30,9 +36,10 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.config.schema import AUTO
+from wsabie_jax.wsabie import table_reads
 
-FIELDS = ('loss.num_draws', 'loss.kind', 'optim.learning_rate', 'train.positives_per_row',
-          'train.batch_size')
+FIELDS = ('loss.num_draws', 'loss.kind', 'loss.draws', 'optim.learning_rate',
+          'train.positives_per_row', 'train.batch_size')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +54,9 @@ class Rules:
   large_learning_rate: float = 0.05  # … on a set of ≥ steps_per_epoch·max_batch rows (round 9)
   large_max_draws: int = 100    # K on such a set (round 10: 25 and 50 no better)
   exact_learning_rate: float = 0.005  # the exact rank's (search round 6)
+  batch_draws: bool = True      # draws shared by a batch's rows where the labels are gathered
+  batch_max_draws: int = 300    # K of shared draws (round 11)
+  batch_steps_per_epoch: int = 24  # B with shared draws: more, smaller steps (round 12)
 
 
 def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> dict:
@@ -63,14 +73,28 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   if config.train.positives_per_row != AUTO:
     Q = config.train.positives_per_row
   rows = int(np.sum(-(-num_pos // Q)) * (1 - config.data.validation_fraction))
-  B = int(np.clip(2 ** round(math.log2(max(rows / rules.steps_per_epoch, 1))),
-                  rules.min_batch, rules.max_batch))
+  B = _batch_size(rows, rules.steps_per_epoch, rules)
   # A set large enough for B at its ceiling takes many steps an epoch: there a
   # higher rate reached a better validation p@1 in the same time (search round
   # 9); fewer draws did not (round 10, docs/RESULTS.md).
   large = rows >= rules.steps_per_epoch * rules.max_batch
   K = max(1, min(Y - 1, rules.large_max_draws if large and kind != 'exact' else rules.max_draws))
-  values = {'loss.num_draws': K, 'loss.kind': kind,
+  # Where each row's K draws would be gathered rows (too many labels to read
+  # whole), the batch shares K draws instead: a B×K matmul, not B·K gathers
+  # (round 11), and more draws for the same time.
+  draws = config.loss.draws
+  if draws == AUTO:
+    K_row = K if config.loss.num_draws == AUTO else config.loss.num_draws
+    gathered = (Y > table_reads.LABELS_PER_GATHERED_ROW * (K_row + Q)
+                and config.model.tables not in ('whole', 'labels'))
+    shared_ok = (config.loss.sampler == 'uniform' and config.model.score == 'dot'
+                 and not config.optim.l2)
+    draws = 'per_batch' if rules.batch_draws and kind == 'warp' and gathered and shared_ok \
+        else 'per_row'
+  if draws == 'per_batch' and kind == 'warp':
+    K = max(1, min(Y - 1, rules.batch_max_draws))
+    B = _batch_size(rows, rules.batch_steps_per_epoch, rules)
+  values = {'loss.num_draws': K, 'loss.kind': kind, 'loss.draws': draws,
             'optim.learning_rate': rules.exact_learning_rate if kind == 'exact'
             else rules.large_learning_rate if large else rules.learning_rate,
             'train.positives_per_row': Q, 'train.batch_size': B}
@@ -89,6 +113,12 @@ def resolve(config: ml_collections.ConfigDict, train,
       section, field = name.split('.')
       out[section][field] = value
   return out, values
+
+
+def _batch_size(rows: int, steps_per_epoch: int, rules: Rules) -> int:
+  """The power of two nearest rows / steps_per_epoch, within [min_batch, max_batch]."""
+  return int(np.clip(2 ** round(math.log2(max(rows / steps_per_epoch, 1))),
+                     rules.min_batch, rules.max_batch))
 
 
 def _get(config, name: str):

@@ -12,12 +12,13 @@ from wsabie_jax.wsabie import adaptive_sampler, warp
 from wsabie_jax.wsabie.settings import StepConfig
 
 
-# ---- drawing negatives: (ids_BxK, valid_BxK), chosen once by cfg.loss.sampler
+# ---- drawing negatives: (ids_BxK, valid_BxK or None: every draw is a trial),
+# chosen once by cfg.loss.sampler
 
 def uniform_negatives(cfg, sampler, image_BxD, batch, u_BxK):
-  """Alg. 1 l. 7: uniform over the labels that are not the image's positives."""
-  neg_BxK = samplers.skip_positives(u_BxK, batch.pos_BxP, cfg.num_labels)
-  return neg_BxK, jnp.ones(neg_BxK.shape, bool)
+  """Alg. 1 l. 7: uniform over the labels that are not the image's positives
+  (every draw a trial: valid None)."""
+  return samplers.skip_positives(u_BxK, batch.pos_BxP, cfg.num_labels), None
 
 
 def adaptive_negatives(cfg, sampler, image_BxD, batch, u_BxK):
@@ -26,52 +27,66 @@ def adaptive_negatives(cfg, sampler, image_BxD, batch, u_BxK):
   return neg_BxK, ~samplers.is_positive(neg_BxK, batch.pos_BxP)
 
 
-# ---- weighing the draws of one pair: (which draws J, their weights J, stats)
+# ---- weighing the draws of one pair: (which draws J, their weights J, stats);
+# min_negatives (static): the fewest negatives a pair of the batch has (warp.find_violator)
 
-def first_valid_draw(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+def _or_all(valid_K, neg_scores_K):
+  """The draws' validity, every draw where the source gave None."""
+  return jnp.ones(neg_scores_K.shape, bool) if valid_K is None else valid_K
+
+
+def first_valid_draw(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K,
+                     min_negatives=0):
   """AUC (paper 000 Table 5; paper 003 Alg. 1 l. 20): the plain hinge against
   the first draw that is not a positive, counted when it violates."""
-  found, first = warp.first_true(valid_K)
+  found, first = warp.first_true(_or_all(valid_K, neg_scores_K))
   if cfg.loss.pairwise == 'hinge':  # the logistic loss has no zero region: every draw counts
     found &= warp.violates(pos_score, neg_scores_K[first], cfg.loss.margin)
   return first[None], found.astype(jnp.float32)[None], (found, first + 1)
 
 
-def _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K) -> warp.Violators:
+def _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K,
+              min_negatives) -> warp.Violators:
   return warp.find_violator(pos_score, neg_scores_K, num_negatives, valid_K,
                             num_labels=cfg.num_labels, rank_weights=cfg.loss.rank_weights,
-                            rank_estimate=cfg.loss.rank_estimate, margin=cfg.loss.margin)
+                            rank_estimate=cfg.loss.rank_estimate, margin=cfg.loss.margin,
+                            min_negatives=min_negatives)
 
 
-def first_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+def first_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K,
+                   min_negatives=0):
   """Alg. 1: the first violator in draw order, weighted L(⌊(Y−1)/N⌋)."""
-  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
+  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, min_negatives)
   return pick.index_B[None], (pick.weight_B * pick.found_B)[None], (pick.found_B, pick.num_trials_B)
 
 
-def every_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+def every_violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K,
+                   min_negatives=0):
   """Each of the v violators weighted L(rank)/v: the same expected loss as one
   uniformly chosen violator (eq. (6)), with less variance."""
-  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
+  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, min_negatives)
   weight_K = pick.violates_BxK * pick.weight_B / jnp.maximum(jnp.sum(pick.violates_BxK), 1)
   return jnp.arange(neg_scores_K.shape[0]), weight_K, (pick.found_B, pick.num_trials_B)
 
 
-def importance_weighted(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+def importance_weighted(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K,
+                        min_negatives=0):
   """VSE-ens + WARP: every violator, weighted by 1/q (warp.importance_weight)."""
-  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K)
+  pick = _violator(cfg, pos_score, neg_scores_K, num_negatives, valid_K, min_negatives)
   _, weight_K = warp.importance_weight(pick.violates_BxK, proposal_K, num_negatives,
                                        num_labels=cfg.num_labels,
                                        rank_weights=cfg.loss.rank_weights)
   return jnp.arange(neg_scores_K.shape[0]), weight_K, (pick.found_B, pick.num_trials_B)
 
 
-def log_q_corrected(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K):
+def log_q_corrected(cfg, pos_score, neg_scores_K, num_negatives, valid_K, proposal_K,
+                    min_negatives=0):
   """Sampled softmax: every valid draw, weighted 1/(K·q) by the probability q
   it was drawn with (uniform: q = 1/(Y − |P|); VSE-ens: its proposal), so that
   Σ_k e^(f_k)/(K·q_k) estimates the negatives' Σ_ȳ e^(f_ȳ) without bias: the
   logits' log-q correction (Bengio & Senécal 2008; Jean et al. 2015)."""
   K = neg_scores_K.shape[0]
+  valid_K = _or_all(valid_K, neg_scores_K)
   q_K = proposal_K if cfg.loss.sampler == 'adaptive' else jnp.full(K, 1.0) / num_negatives
   weight_K = jnp.where(valid_K, 1.0 / (K * jnp.maximum(q_K, 1e-30)), 0.0)
   return jnp.arange(K), weight_K, (jnp.any(valid_K), jnp.sum(valid_K))

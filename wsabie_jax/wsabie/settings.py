@@ -13,6 +13,7 @@ LOSSES = ('warp', 'auc', 'exact', 'softmax')
 PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 TABLES = ('auto', 'rows', 'whole', 'labels', 'features')
+DRAWS = ('per_row', 'per_batch')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,10 @@ class LossConfig:
   # 'auto': exact where K covers every negative, else warp (wsabie/fitting.py)
   kind: str = 'warp'
   num_draws: Annotated[int, AUTO] = 100  # K, the fixed budget of parallel draws
+  # 'per_row': each row draws its own K (Alg. 1); 'per_batch': the batch's rows share
+  # K draws, scored by one B×K matmul (wsabie/batch_draws.py; warp, uniform, dot only);
+  # 'auto': per_batch where the labels are too many to read whole (wsabie/fitting.py)
+  draws: str = 'per_row'
   sampler: str = 'uniform'      # 'uniform' (Alg. 1) | 'adaptive' (VSE-ens, paper 003 Alg. 1)
   rank_scale: float = 0.01      # adaptive: λ relative to Y (mean drawn rank ≈ λ·Y)
   refresh_every_pairs: int = 0  # adaptive: re-sort the lists after this many pairs (0: Y·ln Y)
@@ -59,7 +64,11 @@ class LossConfig:
                  refresh_every_pairs='>=0')
     check_choices(self, {'kind': LOSSES + (AUTO,), 'pairwise': PAIRWISE, 'rank_weights': warp.RANK_WEIGHTS,
                           'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
-                          'sampler': SAMPLERS})
+                          'sampler': SAMPLERS, 'draws': DRAWS + (AUTO,)})
+    if self.draws == 'per_batch' and (self.kind in ('auc', 'softmax') or self.sampler != 'uniform'):
+      raise ValueError("loss draws='per_batch' shares uniform draws between a batch's rows for "
+                       "WARP: it needs kind='warp' and sampler='uniform' (AUC would compare every "
+                       "row with the same negative)")
     if self.kind == 'exact' and self.pairwise != 'hinge':
       raise ValueError("loss kind='exact' counts the rank by the hinge: pairwise must be 'hinge'")
     if self.sampler == 'adaptive':
@@ -92,6 +101,11 @@ class StepConfig:
   model: ModelConfig = ModelConfig()
   loss: LossConfig = LossConfig()
   optim: OptimConfig = OptimConfig()
+
+  def __post_init__(self):
+    if self.loss.draws == 'per_batch' and (self.model.score != 'dot' or self.optim.l2):
+      raise ValueError("loss draws='per_batch' scores the shared draws by a matmul and forms "
+                       "their gradients from it: it needs model.score='dot' and optim.l2=0")
 
   @property
   def draws_per_pair(self) -> int:

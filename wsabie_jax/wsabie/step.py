@@ -21,7 +21,7 @@ from wsabie_jax.core import samplers
 from wsabie_jax.data import packing
 from wsabie_jax.data.batching import PairBatch
 from wsabie_jax.training import parallel
-from wsabie_jax.wsabie import exact_rank, table_reads
+from wsabie_jax.wsabie import batch_draws, exact_rank, table_reads
 from wsabie_jax.wsabie.objective import choose_objective, pairwise_loss
 # The settings, importable from here too (step.StepConfig, step.LossConfig, …).
 from wsabie_jax.wsabie.settings import (LOSSES, SAMPLERS, LossConfig, ModelConfig,  # noqa: F401
@@ -57,10 +57,18 @@ class RowGrads(NamedTuple):
 
 
 def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.Array:
-  """The randomness of the step's draws, B-leading (a data-parallel step slices it)."""
+  """The randomness of the step's draws, B-leading (a data-parallel step slices
+  it); with draws shared by the batch, their K label ids (every device's)."""
+  if per_batch(cfg):
+    return batch_draws.draw(key, cfg.draws_per_pair, cfg.num_labels)
   if cfg.loss.sampler == 'adaptive':
     return adaptive_sampler.draw_uniforms(key, num_pos_B.shape[0], cfg.draws_per_pair)
   return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
+
+
+def per_batch(cfg: StepConfig) -> bool:
+  """Whether the batch's rows share their draws (batch_draws.py)."""
+  return cfg.loss.draws == 'per_batch' and cfg.loss.kind == 'warp'
 
 
 def draws_loss(cfg: StepConfig, weight_BxQxJ: jax.Array, every_draw: bool):
@@ -88,7 +96,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
   The rows a batch touches are gathered here (or a small table read whole:
   table_reads.choose); which draws count for a pair and with what weight is
   written for one pair and vmapped. `u_BxK` are the draws' uniforms
-  (`draw_uniforms`).
+  (`draw_uniforms`): with draws shared by the batch (loss.draws='per_batch')
+  their K ids, scored by matmul unless the labels are read whole.
   """
   V, W = params
   label_BxQ, weight_BxQ = batch.label_BxQ, batch.weight_BxQ
@@ -96,10 +105,17 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
   whole = table_reads.choose(cfg, B, Q, batch.feat_idx_SxN.size, V.shape[0])
   draw_negatives, weigh = choose_objective(cfg)
   image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
-  neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
+  shared = per_batch(cfg)
+  if shared:
+    neg_BxK, valid_BxK = batch_draws.negatives(u_BxK, batch.pos_BxP)
+  else:
+    neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
   K = neg_BxK.shape[1]
   if whole.labels:
     pos_BxQ, neg_scores_BxK = table_reads.scores(W, image_BxD, label_BxQ, neg_BxK)
+  elif shared:
+    pos_BxQ, neg_scores_BxK, W_pos_BxQxD, W_drawn_KxD = batch_draws.scores(
+        W, image_BxD, label_BxQ, u_BxK)
   else:
     W_pos_BxQxD, W_neg_BxKxD = W[label_BxQ], W[neg_BxK]
     pos_BxQ = model.score(image_BxD, W_pos_BxQxD, cfg.model.score)
@@ -109,7 +125,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
   else:  # uniform draws: q = 1 / (Y − |P|), which the weighers know from num_negatives
     proposal_BxK = jnp.zeros(neg_BxK.shape)
   num_negatives_B = cfg.num_labels - batch.num_pos_B
-  weigh_row = jax.vmap(functools.partial(weigh, cfg), in_axes=(0, None, None, None, None))
+  weigh_row = jax.vmap(functools.partial(weigh, cfg, min_negatives=cfg.num_labels - batch.pos_BxP.shape[1]),
+                       in_axes=(0, None, None, None, None))
   pick_BxQxJ, weight_BxQxJ, (found_BxQ, trials_BxQ) = jax.vmap(weigh_row)(
       pos_BxQ, neg_scores_BxK, num_negatives_B, valid_BxK, proposal_BxK)
   weight_BxQxJ = weight_BxQxJ * weight_BxQ[..., None]
@@ -117,10 +134,15 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
   pick_BxM = pick_BxQxJ.reshape(B, -1)
   neg_ids_BxM = neg_BxK if every_draw else jnp.take_along_axis(neg_BxK, pick_BxM, 1)
   loss_of = draws_loss(cfg, weight_BxQxJ, every_draw)
+  neg_scores_BxM = (neg_scores_BxK if every_draw
+                    else jnp.take_along_axis(neg_scores_BxK, pick_BxM, 1))
   if whole.labels:
     loss, g_image_BxD, W_grads = table_reads.label_grads(
-        W, image_BxD, label_BxQ, neg_ids_BxM, loss_of, pos_BxQ,
-        neg_scores_BxK if every_draw else jnp.take_along_axis(neg_scores_BxK, pick_BxM, 1))
+        W, image_BxD, label_BxQ, neg_ids_BxM, loss_of, pos_BxQ, neg_scores_BxM)
+  elif shared:
+    loss, g_image_BxD, W_grads = batch_draws.label_grads(
+        W_pos_BxQxD, W_drawn_KxD, u_BxK, image_BxD, label_BxQ, None if every_draw else pick_BxM,
+        loss_of, pos_BxQ, neg_scores_BxM)
   else:
     W_neg_BxMxD = W_neg_BxKxD if every_draw else W[neg_ids_BxM]  # gathered already, or the picks
 
@@ -213,7 +235,7 @@ def step_body(cfg: StepConfig, state: TrainState, batch: PairBatch, axis: str | 
     num_pos_B = (batch.num_pos_B if axis is None
                  else jax.lax.all_gather(batch.num_pos_B, axis, tiled=True))
     u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
-    if axis is not None:  # this device's rows of the global batch's draws
+    if axis is not None and not per_batch(cfg):  # this device's rows of the global batch's draws
       u_BxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
     sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch.label_BxQ.shape[1])
     grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)

@@ -55,26 +55,45 @@ def first_true(mask_K: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def find_violator(pos_score: jax.Array, neg_scores_K: jax.Array, num_negatives: jax.Array,
-                  valid_K: jax.Array, *, num_labels: int, rank_weights: str = 'harmonic',
-                  rank_estimate: str = 'first_violator', margin: float = 1.0) -> Violators:
+                  valid_K: jax.Array | None, *, num_labels: int, rank_weights: str = 'harmonic',
+                  rank_estimate: str = 'first_violator', margin: float = 1.0,
+                  min_negatives: int = 0) -> Violators:
   """Alg. 1 ll. 6–14 for one positive pair, its K draws made at once.
 
-  ȳ is the first draw that `violates` (l. 11), N its 1-based position,
-  and its weight L(⌊(Y−1)/N⌋) (§3). `num_negatives` is Y − |positives|, the
-  size of the set drawn from: Alg. 1 stops after that many trials, so draws
-  past it are ignored whatever the budget. `valid_K` masks draws that cannot
-  violate (adaptive draws that hit a positive). Fields are scalars here.
+  ȳ is the first draw that `violates` (l. 11), N its 1-based position among
+  the valid draws, and its weight L(⌊(Y−1)/N⌋) (§3). `num_negatives` is
+  Y − |positives|, the size of the set drawn from: Alg. 1 stops after that
+  many trials, so draws past it are ignored whatever the budget. `valid_K`
+  (None: all) masks draws that are no trial (a draw that hit a positive: adaptive draws,
+  draws shared by a batch's rows); the valid ones are i.i.d. over the
+  negatives, so N and the violator count are taken over them alone. Fields
+  are scalars here. `min_negatives` (static): no pair has fewer negatives; when
+  the K draws cannot outnumber them the cap never binds, and the trials are
+  counted by masked sums instead of a running count (a slow scan on the CPU).
   """
   num_draws = neg_scores_K.shape[0]
-  in_budget_K = jnp.arange(num_draws) < num_negatives
-  violates_K = violates(pos_score, neg_scores_K, margin) & in_budget_K & valid_K
-  found, index = first_true(violates_K)
-  num_trials = jnp.where(found, index + 1, num_draws + 1)
+  if valid_K is None:  # every draw a trial (uniform over the negatives): the cheapest count
+    violates_K = violates(pos_score, neg_scores_K, margin) & (jnp.arange(num_draws) < num_negatives)
+    found, index = first_true(violates_K)
+    num_trials = jnp.where(found, index + 1, num_draws + 1)
+    trials = jnp.minimum(num_draws, num_negatives)
+  elif num_draws <= min_negatives:
+    violates_K = violates(pos_score, neg_scores_K, margin) & valid_K
+    found, index = first_true(violates_K)
+    skipped = jnp.sum(~valid_K & (jnp.arange(num_draws) < index))  # hits before ȳ
+    num_trials = jnp.where(found, index + 1 - skipped, num_draws + 1)
+    trials = jnp.sum(valid_K)
+  else:
+    trial_K = jnp.cumsum(valid_K, dtype=jnp.int32)  # a valid draw's 1-based trial number
+    violates_K = violates(pos_score, neg_scores_K, margin) & (trial_K <= num_negatives) & valid_K
+    found, index = first_true(violates_K)
+    num_trials = jnp.where(found, trial_K[index], num_draws + 1)
+    trials = jnp.minimum(trial_K[-1], num_negatives)
   num_neg = num_negatives.astype(jnp.float32)
   if rank_estimate == 'first_violator':  # rank ≈ ⌊(Y−1)/N⌋, §3
     rank = jnp.floor(num_neg / num_trials)
-  elif rank_estimate == 'violator_count':  # rank ≈ (Y−1)·v/K, uses every draw
-    rank = jnp.floor(num_neg * jnp.sum(violates_K) / jnp.minimum(num_draws, num_neg))
+  elif rank_estimate == 'violator_count':  # rank ≈ (Y−1)·v/K, K the trials made
+    rank = jnp.floor(num_neg * jnp.sum(violates_K) / jnp.maximum(trials.astype(jnp.float32), 1.0))
   else:
     raise ValueError(f'rank estimate {rank_estimate!r} is not one of {RANK_ESTIMATES}')
   weight = jnp.where(found, rank_loss(rank, num_labels, rank_weights), 0.0)
@@ -85,12 +104,11 @@ def find_violators(pos_score_B: jax.Array, neg_scores_BxK: jax.Array,
                    num_negatives_B: jax.Array, num_labels: int,
                    rank_weights: str = 'harmonic',
                    rank_estimate: str = 'first_violator',
-                   margin: float = 1.0, valid_BxK: jax.Array | None = None) -> Violators:
+                   margin: float = 1.0, valid_BxK: jax.Array | None = None,
+                   min_negatives: int = 0) -> Violators:
   """`find_violator` over a batch of B positive pairs (vmapped)."""
-  if valid_BxK is None:
-    valid_BxK = jnp.ones(neg_scores_BxK.shape, bool)
   one = functools.partial(find_violator, num_labels=num_labels, rank_weights=rank_weights,
-                          rank_estimate=rank_estimate, margin=margin)
+                          rank_estimate=rank_estimate, margin=margin, min_negatives=min_negatives)
   return jax.vmap(one)(pos_score_B, neg_scores_BxK, num_negatives_B, valid_BxK)
 
 
