@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from wsabie_jax.core import samplers
-from wsabie_jax.wsabie import adaptive_sampler, warp
+from wsabie_jax.wsabie import adaptive_sampler, batch_draws, warp
 from wsabie_jax.wsabie.settings import StepConfig
 
 
@@ -19,6 +19,12 @@ def uniform_negatives(cfg, sampler, image_BxD, batch, u_BxK):
   """Alg. 1 l. 7: uniform over the labels that are not the image's positives
   (every draw a trial: valid None)."""
   return samplers.skip_positives(u_BxK, batch.pos_BxP, cfg.num_labels), None
+
+
+def batch_negatives(cfg, sampler, image_BxD, batch, ids_K):
+  """The batch's K shared draws (loss.draws='per_batch'), uniform over all Y;
+  those on a row's positives are no trial for it (wsabie/batch_draws.py)."""
+  return batch_draws.negatives(ids_K, batch.pos_BxP)
 
 
 def adaptive_negatives(cfg, sampler, image_BxD, batch, u_BxK):
@@ -94,7 +100,8 @@ def log_q_corrected(cfg, pos_score, neg_scores_K, num_negatives, valid_K, propos
 
 def choose_objective(cfg: StepConfig):
   """(negative source, per-pair weigher) for the configured loss and sampler."""
-  draw = adaptive_negatives if cfg.loss.sampler == 'adaptive' else uniform_negatives
+  draw = (adaptive_negatives if cfg.loss.sampler == 'adaptive'
+          else batch_negatives if cfg.draws_shared else uniform_negatives)
   if cfg.loss.kind == 'auc':
     return draw, first_valid_draw
   if cfg.loss.kind == 'softmax':

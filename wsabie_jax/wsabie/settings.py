@@ -108,6 +108,12 @@ class StepConfig:
                        "their gradients from it: it needs model.score='dot' and optim.l2=0")
 
   @property
+  def draws_shared(self) -> bool:
+    """Whether a batch's rows share their K draws (wsabie/batch_draws.py);
+    the exact rank draws nothing."""
+    return self.loss.draws == 'per_batch' and self.loss.kind == 'warp'
+
+  @property
   def draws_per_pair(self) -> int:
     # AUC with uniform draws needs one; adaptive draws may hit positives, so
     # AUC takes the first of K that is not (rejection with a fixed budget).

@@ -59,16 +59,11 @@ class RowGrads(NamedTuple):
 def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.Array:
   """The randomness of the step's draws, B-leading (a data-parallel step slices
   it); with draws shared by the batch, their K label ids (every device's)."""
-  if per_batch(cfg):
+  if cfg.draws_shared:
     return batch_draws.draw(key, cfg.draws_per_pair, cfg.num_labels)
   if cfg.loss.sampler == 'adaptive':
     return adaptive_sampler.draw_uniforms(key, num_pos_B.shape[0], cfg.draws_per_pair)
   return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
-
-
-def per_batch(cfg: StepConfig) -> bool:
-  """Whether the batch's rows share their draws (batch_draws.py)."""
-  return cfg.loss.draws == 'per_batch' and cfg.loss.kind == 'warp'
 
 
 def draws_loss(cfg: StepConfig, weight_BxQxJ: jax.Array, every_draw: bool):
@@ -105,11 +100,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
   whole = table_reads.choose(cfg, B, Q, batch.feat_idx_SxN.size, V.shape[0])
   draw_negatives, weigh = choose_objective(cfg)
   image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
-  shared = per_batch(cfg)
-  if shared:
-    neg_BxK, valid_BxK = batch_draws.negatives(u_BxK, batch.pos_BxP)
-  else:
-    neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
+  shared = cfg.draws_shared
+  neg_BxK, valid_BxK = draw_negatives(cfg, sampler, image_BxD, batch, u_BxK)
   K = neg_BxK.shape[1]
   if whole.labels:
     pos_BxQ, neg_scores_BxK = table_reads.scores(W, image_BxD, label_BxQ, neg_BxK)
@@ -125,7 +117,8 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
   else:  # uniform draws: q = 1 / (Y − |P|), which the weighers know from num_negatives
     proposal_BxK = jnp.zeros(neg_BxK.shape)
   num_negatives_B = cfg.num_labels - batch.num_pos_B
-  weigh_row = jax.vmap(functools.partial(weigh, cfg, min_negatives=cfg.num_labels - batch.pos_BxP.shape[1]),
+  min_negatives = cfg.num_labels - batch.pos_BxP.shape[1]  # (static: P is the widest row's)
+  weigh_row = jax.vmap(functools.partial(weigh, cfg, min_negatives=min_negatives),
                        in_axes=(0, None, None, None, None))
   pick_BxQxJ, weight_BxQxJ, (found_BxQ, trials_BxQ) = jax.vmap(weigh_row)(
       pos_BxQ, neg_scores_BxK, num_negatives_B, valid_BxK, proposal_BxK)
@@ -235,7 +228,7 @@ def step_body(cfg: StepConfig, state: TrainState, batch: PairBatch, axis: str | 
     num_pos_B = (batch.num_pos_B if axis is None
                  else jax.lax.all_gather(batch.num_pos_B, axis, tiled=True))
     u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
-    if axis is not None and not per_batch(cfg):  # this device's rows of the global batch's draws
+    if axis is not None and not cfg.draws_shared:  # this device's rows of the global batch's draws
       u_BxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
     sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch.label_BxQ.shape[1])
     grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)

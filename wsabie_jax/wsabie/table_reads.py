@@ -71,7 +71,7 @@ def choose(cfg: StepConfig, batch_size: int, positives_per_row: int, num_slots: 
   features = batch_size * num_features <= FEATURES_PER_NONZERO * num_slots
   if cfg.loss.kind == 'exact':  # every label scored either way: whole up to a chunk
     return Whole(cfg.num_labels <= cfg.loss.label_chunk, features)
-  if cfg.loss.draws == 'per_batch' and cfg.loss.kind == 'warp':
+  if cfg.draws_shared:
     # K shared draws scored by B×K products (wsabie/batch_draws.py) vs B×Y ones:
     # whole only where Y is no more than the drawn and positive columns.
     return Whole(cfg.num_labels <= cfg.draws_per_pair + positives_per_row, features)
