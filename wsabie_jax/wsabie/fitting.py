@@ -36,7 +36,7 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.config.schema import AUTO
-from wsabie_jax.wsabie import table_reads
+from wsabie_jax.wsabie import settings, table_reads
 
 FIELDS = ('loss.num_draws', 'loss.kind', 'loss.draws', 'optim.learning_rate',
           'train.positives_per_row', 'train.batch_size')
@@ -87,8 +87,8 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
     K_row = K if config.loss.num_draws == AUTO else config.loss.num_draws
     gathered = (Y > table_reads.LABELS_PER_GATHERED_ROW * (K_row + Q)
                 and config.model.tables not in ('whole', 'labels'))
-    shared_ok = (config.loss.sampler == 'uniform' and config.model.score == 'dot'
-                 and not config.optim.l2)
+    shared_ok = settings.draws_can_be_shared(kind, config.loss.sampler, config.model.score,
+                                             config.optim.l2)
     draws = 'per_batch' if rules.batch_draws and kind == 'warp' and gathered and shared_ok \
         else 'per_row'
   if draws == 'per_batch' and kind == 'warp':

@@ -16,6 +16,13 @@ TABLES = ('auto', 'rows', 'whole', 'labels', 'features')
 DRAWS = ('per_row', 'per_batch')
 
 
+def draws_can_be_shared(kind: str, sampler: str, score: str, l2: float) -> bool:
+  """Whether loss.draws='per_batch' applies: WARP's uniform draws (AUC would
+  compare every row with the same negative), scored and differentiated by a
+  matmul (dot scores, no l2 on the pieces). The exact rank draws nothing."""
+  return kind in ('warp', 'exact', AUTO) and sampler == 'uniform' and score == 'dot' and not l2
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   dim: int = 64                 # D
@@ -65,7 +72,7 @@ class LossConfig:
     check_choices(self, {'kind': LOSSES + (AUTO,), 'pairwise': PAIRWISE, 'rank_weights': warp.RANK_WEIGHTS,
                           'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
                           'sampler': SAMPLERS, 'draws': DRAWS + (AUTO,)})
-    if self.draws == 'per_batch' and (self.kind in ('auc', 'softmax') or self.sampler != 'uniform'):
+    if self.draws == 'per_batch' and not draws_can_be_shared(self.kind, self.sampler, 'dot', 0):
       raise ValueError("loss draws='per_batch' shares uniform draws between a batch's rows for "
                        "WARP: it needs kind='warp' and sampler='uniform' (AUC would compare every "
                        "row with the same negative)")
@@ -103,7 +110,8 @@ class StepConfig:
   optim: OptimConfig = OptimConfig()
 
   def __post_init__(self):
-    if self.loss.draws == 'per_batch' and (self.model.score != 'dot' or self.optim.l2):
+    if self.loss.draws == 'per_batch' and not draws_can_be_shared(
+        self.loss.kind, self.loss.sampler, self.model.score, self.optim.l2):
       raise ValueError("loss draws='per_batch' scores the shared draws by a matmul and forms "
                        "their gradients from it: it needs model.score='dot' and optim.l2=0")
 
