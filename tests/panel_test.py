@@ -145,7 +145,11 @@ def test_step_profile_ranks_the_kernels(tmp_path):
   XLA's kernels from a profiler trace, each named with the op it computes."""
   from wsabie_jax.benchmarks import step_profile
   with helpers.optimized():  # the kernels a user's run has
-    row, = step_profile.run([str(_mulan_folder(tmp_path))], seconds=0.1)
-  assert row['madds_per_sec'] > 0 and row['matmul_madds_per_sec'] > 0
-  assert row['kernels'] and all(k['ms'] >= 0 for k in row['kernels'])
-  assert any(k['op'] for k in row['kernels'])
+    fresh, trained = step_profile.run([str(_mulan_folder(tmp_path))], seconds=0.1,
+                                      trained_steps=32)
+  assert (fresh['phase'], trained['phase']) == ('fresh', 'trained')
+  assert 0 <= trained['violator_rate'] <= 1
+  for row in (fresh, trained):
+    assert row['madds_per_sec'] > 0 and row['matmul_madds_per_sec'] > 0
+    assert row['kernels'] and all(k['ms'] >= 0 for k in row['kernels'])
+    assert any(k['op'] for k in row['kernels'])

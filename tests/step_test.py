@@ -202,19 +202,48 @@ def test_embedding_pieces_carry_their_mean_squares():
   """The feature table's pieces x_f·g_b (wsabie/table_reads.embed) carry their
   Adagrad terms x_f²·mean(g_b²), equal to update_rows' own from the pieces,
   so the update is the same either way."""
+  pieces = _embedding_pieces(np.ones(B, bool)).pieces()
+  np.testing.assert_allclose(pieces.sq_R, jnp.mean(jnp.square(pieces.grads_RxD), -1), rtol=1e-5)
+  V_dxD, acc_d = _feature_table()
+  given = row_optim.apply(V_dxD, acc_d, pieces, **_OPT)
+  computed = row_optim.apply(V_dxD, acc_d, pieces._replace(sq_R=None), **_OPT)
+  for a, b in zip(given, computed):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+_OPT = dict(learning_rate=0.3, optimizer='adagrad', max_norm=0.8)
+
+
+def _feature_table():
+  rng = np.random.default_rng(5)
+  V_dxD = model.project_rows(jnp.asarray(rng.normal(0, 0.3, (d, D)), jnp.float32), 0.8)
+  return V_dxD, row_optim.init_accumulator(d, 'adagrad', 0.1)
+
+
+def _embedding_pieces(live_B):
+  """The tiny batch's feature pieces, its images' gradients zero off `live_B`."""
   from wsabie_jax.data import packing
   from wsabie_jax.wsabie import table_reads
-  rng = np.random.default_rng(5)
-  V_dxD = jnp.asarray(rng.normal(0, 0.3, (d, D)), jnp.float32)
   batch = packing.from_padded(jax.tree.map(jnp.asarray, _tiny_batch(4)))
-  _, pieces_of = table_reads.embed(V_dxD, batch, B, whole=False)
-  pieces = pieces_of(jnp.asarray(rng.normal(0, 1, (B, D)), jnp.float32))
-  np.testing.assert_allclose(pieces.sq_R, jnp.mean(jnp.square(pieces.grads_RxD), -1), rtol=1e-5)
-  acc_d = row_optim.init_accumulator(d, 'adagrad', 0.1)
-  opt = dict(learning_rate=0.3, optimizer='adagrad', max_norm=0.8)
-  given = row_optim.apply(V_dxD, acc_d, pieces, **opt)
-  computed = row_optim.apply(V_dxD, acc_d, pieces._replace(sq_R=None), **opt)
-  for a, b in zip(given, computed):
+  _, pieces_of = table_reads.embed(_feature_table()[0], batch, B, whole=False)
+  g_BxD = np.random.default_rng(6).normal(0, 1, (B, D)).astype(np.float32)
+  return pieces_of(jnp.asarray(np.where(live_B[:, None], g_BxD, 0)))
+
+
+@pytest.mark.parametrize('live_B', [[1, 0, 0, 0, 0, 0], [1, 0, 1, 1, 0, 1], [1] * B],
+                         ids=['few_live', 'many_live', 'all_live'])
+def test_live_pieces_update_is_the_full_update(live_B):
+  """row_optim.update_live (a zero image gradient's pieces skipped when at
+  most a quarter are live; the full update otherwise) equals update_rows of
+  every piece; the branch taken is the one the count says."""
+  grad = _embedding_pieces(np.asarray(live_B, bool))
+  live = int(np.sum((np.asarray(grad.val_R) != 0) & np.asarray(live_B, bool)[grad.src_R]))
+  assert (live <= grad.rows_R.shape[0] // row_optim.LIVE_SHARE) == (sum(live_B) == 1)
+  V_dxD, acc_d = _feature_table()
+  want = row_optim.apply(V_dxD, acc_d, grad.pieces(), **_OPT)
+  got = jax.jit(lambda V, a: row_optim.apply(V, a, grad, **_OPT))(V_dxD, acc_d)
+  assert not np.allclose(want[0], V_dxD)  # not vacuous
+  for a, b in zip(got, want):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 

@@ -21,20 +21,35 @@ from wsabie_jax.wsabie import table_reads
 STEPS = 16  # a call's steps, scanned
 
 
-def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int):
+def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None, first: int = 0):
   """(call, state, batches): STEPS steps scanned in one jitted call over the
-  stream's first STEPS batches, and a fresh state."""
+  stream's batches first … first + STEPS − 1, and `state` (default a fresh one)."""
   batches = jax.device_put(jax.tree.map(lambda *x: np.stack(x),
-                                        *[stream.batch(s) for s in range(STEPS)]))
+                                        *[stream.batch(s) for s in range(first, first + STEPS)]))
   call = jax.jit(lambda state, b: jax.lax.scan(
       lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
-  return call, step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg), batches
+  if state is None:
+    state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  return call, state, batches
+
+
+def trained_state(cfg: step_lib.StepConfig, stream, num_features: int, steps: int):
+  """(a state after `steps` steps over the stream's batches from its first,
+  their mean violator rate over the last STEPS): a model that fits, whose
+  pairs mostly draw no violator (the end of a run, not its start)."""
+  state, rate = None, float('nan')
+  for first in range(0, steps, STEPS):
+    call, state, batches = scanned_call(cfg, stream, num_features, state, first)
+    state, stats = call(state, batches)
+    rate = float(np.sum(stats['violator_found']) / max(np.sum(stats['pairs']), 1))
+  return state, rate
 
 
 def seconds_per_step(cfg: step_lib.StepConfig, stream, num_features: int,
-                     seconds: float = 1.5) -> float:
-  """The step on the stream's first STEPS batches, repeated for `seconds`."""
-  call, state, batches = scanned_call(cfg, stream, num_features)
+                     seconds: float = 1.5, state=None) -> float:
+  """The step on the stream's first STEPS batches, repeated for `seconds`,
+  from `state` (default a fresh one)."""
+  call, state, batches = scanned_call(cfg, stream, num_features, state)
   for _ in range(2):
     state, _ = call(state, batches)
   jax.block_until_ready(state)

@@ -1,7 +1,8 @@
 """Where a WSABIE step's time goes (launch/benchmark.py --suite=profile): on
 each --panel set with --panel_config's fitted B, Q and K, the step's ms, its
 pairs/s, the multiply-adds it does a second beside this machine's rate on a
-plain matmul, and XLA's kernels ranked by their time in a profiler trace.
+plain matmul, and XLA's kernels ranked by their time in a profiler trace; from a fresh
+model and from one trained TRAINED_STEPS steps.
 
 The step's multiply-adds are counted as 3·(B·(K + Q) + N)·D: the scores of
 each row's K draws and Q positives and the embedding of its N packed
@@ -24,6 +25,11 @@ from wsabie_jax.benchmarks import gather_vs_whole, panel
 from wsabie_jax.data import batching, load_splits
 
 TOP = 12  # kernels listed a set
+# The second profile's state has trained this many steps: most of its pairs
+# draw no violator, as at a run's end (the small_text stand-in: 3–10% after
+# 1,000 steps of B 512), where a step skips the zero gradients' pieces
+# (core/row_optim.update_live).
+TRAINED_STEPS = 1024
 
 
 def matmul_rate(seconds: float = 1.0) -> float:
@@ -39,11 +45,12 @@ def matmul_rate(seconds: float = 1.0) -> float:
   return calls * 512 * 128 * 4096 / (time.perf_counter() - start)
 
 
-def kernels(cfg, stream, num_features: int, calls: int = 5) -> list[tuple[str, float, str]]:
-  """(kernel, ms a step, what it computes) of a traced call of STEPS steps,
-  most costly first."""
+def kernels(cfg, stream, num_features: int, calls: int = 5,
+            state=None) -> list[tuple[str, float, str]]:
+  """(kernel, ms a step, what it computes) of a traced call of STEPS steps
+  from `state` (default a fresh one), most costly first."""
   steps = gather_vs_whole.STEPS
-  call, state, batches = gather_vs_whole.scanned_call(cfg, stream, num_features)
+  call, state, batches = gather_vs_whole.scanned_call(cfg, stream, num_features, state)
   hlo = call.lower(state, batches).compile().as_text()
   state, _ = call(state, batches)
   jax.block_until_ready(state)
@@ -73,7 +80,7 @@ def _op_of(hlo: str, name: str) -> str:
 
 
 def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
-        overrides: dict | None = None) -> list[dict]:
+        overrides: dict | None = None, trained_steps: int = TRAINED_STEPS) -> list[dict]:
   rate = matmul_rate()
   print(f'\nthis machine: {rate / 1e9:.1f} G multiply-adds/s on a 512×128×4096 matmul')
   rows = []
@@ -83,18 +90,25 @@ def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
     train = load_splits(config.data)[0]
     stream = batching.PairStream(train, B, 0, positives_per_row=config.train.positives_per_row)
     slots = stream.batch(0).feat_idx_SxN.size
-    step_s = gather_vs_whole.seconds_per_step(cfg, stream, train.num_features, seconds)
     K, Q, D = cfg.loss.num_draws, config.train.positives_per_row, cfg.model.dim
     madds = 3 * (B * (K + Q) + slots) * D
     pairs = B * stream.pairs_per_row
-    top = kernels(cfg, stream, train.num_features)
-    rows.append({'set': name, 'B': B, 'Q': Q, 'K': K, 'D': D, 'slots': slots,
-                 'ms_per_step': step_s * 1e3, 'pairs_per_sec': pairs / step_s,
-                 'madds_per_sec': madds / step_s, 'matmul_madds_per_sec': rate,
-                 'kernels': [{'kernel': k, 'ms': ms, 'op': op} for k, ms, op in top]})
-    print(f'\n{name}: B {B}, Q {Q}, K {K}, D {D}, {slots:,} non-zero slots a step: '
-          f'{step_s * 1e3:.2f} ms a step, {pairs / step_s:,.0f} pairs/s, '
-          f'{madds / step_s / 1e9:.2f} G multiply-adds/s ({madds / step_s / rate:.0%} of the matmul)')
-    for k, ms, op in top:
-      print(f'  {ms:7.3f} ms  {k:<32} {op}')
+    print(f'\n{name}: B {B}, Q {Q}, K {K}, D {D}, {slots:,} non-zero slots a step')
+    trained, violator_rate = gather_vs_whole.trained_state(cfg, stream, train.num_features,
+                                                           trained_steps)
+    for phase, state in (('fresh', None), ('trained', trained)):
+      copy = lambda: state if state is None else jax.tree.map(jnp.copy, state)  # (calls donate it)
+      step_s = gather_vs_whole.seconds_per_step(cfg, stream, train.num_features, seconds, copy())
+      top = kernels(cfg, stream, train.num_features, state=copy())
+      rows.append({'set': name, 'phase': phase, 'B': B, 'Q': Q, 'K': K, 'D': D, 'slots': slots,
+                   'violator_rate': None if state is None else violator_rate,
+                   'ms_per_step': step_s * 1e3, 'pairs_per_sec': pairs / step_s,
+                   'madds_per_sec': madds / step_s, 'matmul_madds_per_sec': rate,
+                   'kernels': [{'kernel': k, 'ms': ms, 'op': op} for k, ms, op in top]})
+      where = ('a fresh model' if state is None else
+               f'after {trained_steps:,} steps (violator rate {violator_rate:.1%})')
+      print(f'  from {where}: {step_s * 1e3:.2f} ms a step, {pairs / step_s:,.0f} pairs/s, '
+            f'{madds / step_s / 1e9:.2f} G multiply-adds/s ({madds / step_s / rate:.0%} of the matmul)')
+      for k, ms, op in top:
+        print(f'    {ms:7.3f} ms  {k:<32} {op}')
   return rows

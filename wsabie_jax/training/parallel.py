@@ -133,11 +133,13 @@ def shard_batch(batch, mesh: Mesh, axis: int = 0, local: bool = False):
 
 def combine(grad):
   """One device's gradient for a table (inside shard_map) made every replica's:
-  row pieces all-gathered (each replica applies all of them), per-row sums of
+  row pieces (or an embedding's values and image gradients) all-gathered (each replica applies all of them), per-row sums of
   a table read whole (wsabie/table_reads.py) summed."""
   if isinstance(grad, row_optim.DenseGrad):
     return row_optim.DenseGrad(jax.lax.psum(grad.grad_NxD, AXIS), jax.lax.psum(grad.sq_N, AXIS),
                                jax.lax.psum(grad.touched_N.astype(jnp.int32), AXIS) > 0)
+  if isinstance(grad, row_optim.EmbeddingPieces):  # pieces name this device's images
+    grad = grad._replace(src_R=grad.src_R + jax.lax.axis_index(AXIS) * grad.g_SxD.shape[0])
   return jax.tree.map(lambda g: jax.lax.all_gather(g, AXIS, tiled=True), grad)
 
 

@@ -83,20 +83,14 @@ def choose(cfg: StepConfig, batch_size: int, positives_per_row: int, num_slots: 
 def embed(V_dxD: jax.Array, batch, batch_size: int,
           whole: bool) -> tuple[jax.Array, Callable[[jax.Array], object]]:
   """(images_BxD, grads_of): grads_of(∂/∂images_BxD) is V's update input —
-  the N non-zeros' pieces (row_optim.RowPieces) or V whole (DenseGrad)."""
+  the N non-zeros' pieces (row_optim.EmbeddingPieces) or V whole (DenseGrad)."""
   idx_N = batch.feat_idx_SxN.reshape(-1)
   val_N = batch.feat_val_SxN.reshape(-1)
   if not whole:
     image_BxD, row_N = model.embed_packed(V_dxD, batch, batch_size)
 
-    def pieces_of(g_BxD):
-      # image = Σ_f x_f V_f: a row's piece is its value times its image's
-      # gradient; its mean square x_f²·mean(g²) is read off the B images.
-      sq_B = jnp.mean(jnp.square(g_BxD), -1)
-      return row_optim.RowPieces(idx_N, val_N[:, None] * g_BxD[row_N],
-                                 jnp.square(val_N) * sq_B[row_N])
-
-    return image_BxD, pieces_of
+    # image = Σ_f x_f V_f: a row's piece is its value times its image's gradient.
+    return image_BxD, lambda g_BxD: row_optim.EmbeddingPieces(idx_N, val_N, row_N, g_BxD)
   row_N = model.packed_rows(batch, batch_size)
   num_features = V_dxD.shape[0]
   X_Bxd = jnp.zeros((batch_size, num_features)).at[row_N, idx_N].add(val_N)
