@@ -61,24 +61,6 @@ def test_packed_batches_embed_as_padded_ones(packs):
       np.testing.assert_array_equal(planned[k][step], one[k][0], err_msg=k)
 
 
-@pytest.mark.parametrize('chunk_floats', [6 * 7, 6 * 64, 6 * 10_000])
-def test_segment_sum_in_chunks_is_the_one_op_sum(monkeypatch, chunk_floats):
-  """model.segment_embed in cache-sized chunks (a scan; the last one padded
-  with value 0 on the last row) equals the one-op segment sum: 7 slots a
-  chunk (many, uneven), 64, and one chunk."""
-  rng = np.random.default_rng(1)
-  N, B = 203, 16
-  idx_N = jnp.asarray(rng.integers(0, 50, N), jnp.int32)
-  val_N = jnp.asarray(rng.random(N), jnp.float32)
-  row_N = jnp.asarray(np.sort(rng.integers(0, B, N)), jnp.int32)
-  V = jax.random.normal(jax.random.PRNGKey(0), (50, 6))
-  want = np.zeros((B, 6))
-  np.add.at(want, np.asarray(row_N), np.asarray(val_N)[:, None] * np.asarray(V)[np.asarray(idx_N)])
-  monkeypatch.setattr(model, 'SEGMENT_CHUNK_FLOATS', chunk_floats)
-  got = jax.jit(lambda *a: model.segment_embed(*a, B))(V, idx_N, val_N, row_N)  # (a new trace)
-  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
-
-
 def test_budget_is_near_the_mean_not_the_longest_and_grows_by_classes():
   """The base budget follows the pairs' total non-zeros (heavy tail: far below
   B × the longest); a batch above it gets the next class, base·2^k."""

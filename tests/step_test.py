@@ -6,6 +6,7 @@ import pytest
 
 from wsabie_jax.core import model
 from wsabie_jax.core import row_optim
+from wsabie_jax.core import row_scatter
 from wsabie_jax.core import samplers
 from wsabie_jax.data import batching
 from tests import helpers
@@ -230,12 +231,16 @@ def _embedding_pieces(live_B):
   return pieces_of(jnp.asarray(np.where(live_B[:, None], g_BxD, 0)))
 
 
+@pytest.mark.parametrize('chunk_floats', [None, 3 * D], ids=['one_op', 'chunks'])
 @pytest.mark.parametrize('live_B', [[1, 0, 0, 0, 0, 0], [1, 0, 1, 1, 0, 1], [1] * B],
                          ids=['few_live', 'many_live', 'all_live'])
-def test_live_pieces_update_is_the_full_update(live_B):
+def test_live_pieces_update_is_the_full_update(monkeypatch, live_B, chunk_floats):
   """row_optim.update_live (a zero image gradient's pieces skipped when at
-  most a quarter are live; the full update otherwise) equals update_rows of
-  every piece; the branch taken is the one the count says."""
+  most a quarter are live; the full update otherwise; the pieces added
+  unformed, in one op or in chunks of 3 (core/row_scatter.py)) equals
+  update_rows of every piece; the branch taken is the one the count says."""
+  if chunk_floats:
+    monkeypatch.setattr(row_scatter, 'CHUNK_FLOATS', chunk_floats)
   grad = _embedding_pieces(np.asarray(live_B, bool))
   live = int(np.sum((np.asarray(grad.val_R) != 0) & np.asarray(live_B, bool)[grad.src_R]))
   assert (live <= grad.rows_R.shape[0] // row_optim.LIVE_SHARE) == (sum(live_B) == 1)

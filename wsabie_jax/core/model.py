@@ -12,6 +12,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from wsabie_jax.core import row_scatter
+
 SCORES = ('dot', 'neg_euclidean', 'neg_sq_euclidean')
 
 
@@ -50,35 +52,12 @@ def embed_packed(V_dxD: jax.Array, batch, batch_size: int) -> tuple[jax.Array, j
                         row_N, batch_size), row_N)
 
 
-# On CPU the segment sum runs in chunks of at most this many floats of
-# gathered rows (8 MiB): XLA:CPU writes a gather's N×D rows to memory before
-# the scatter-add reads them back, and a chunk of them stays in cache
-# between the two. `standin:small_text`'s 64,720 slots at D 128 in 4 chunks:
-# 2.70 → 1.13 ms; `standin:text`'s 41,152 in 3: 1.15 → 0.77 ms (fastest of
-# 20 interleaved calls each). The whole step (fastest of 12 interleaved
-# rounds, one chunk vs chunks): small_text 12.3 → 10.9 ms fresh, 9.1 → 7.2
-# trained 1,024 steps; text 11.6 → 10.4, 9.7 → 8.4.
-SEGMENT_CHUNK_FLOATS = 1 << 21
-
-
 def segment_embed(V_dxD: jax.Array, idx_N: jax.Array, val_N: jax.Array, row_N: jax.Array,
                   num_rows: int) -> jax.Array:
-  """Σ of val_n·V[idx_n] per row row_N (non-decreasing): num_rows×D."""
-  N, D = idx_N.shape[0], V_dxD.shape[1]
-  chunks = -(-N * D // SEGMENT_CHUNK_FLOATS)
-  if chunks <= 1 or jax.default_backend() != 'cpu':
-    return jax.ops.segment_sum(val_N[:, None] * V_dxD[idx_N], row_N, num_rows,
-                               indices_are_sorted=True)
-  size = -(-N // chunks)
-  pad = chunks * size - N  # value 0 on the last row: adds nothing, rows stay sorted
-  idx_CxS, row_CxS = (jnp.pad(x, (0, pad), mode='edge').reshape(chunks, size) for x in (idx_N, row_N))
-  val_CxS = jnp.pad(val_N, (0, pad)).reshape(chunks, size)
-
-  def add(images, chunk):
-    idx_S, val_S, row_S = chunk
-    return images.at[row_S].add(val_S[:, None] * V_dxD[idx_S], indices_are_sorted=True), None
-
-  return jax.lax.scan(add, jnp.zeros((num_rows, D), V_dxD.dtype), (idx_CxS, val_CxS, row_CxS))[0]
+  """Σ of val_n·V[idx_n] per row row_N (non-decreasing): num_rows×D, in
+  cache-sized chunks on CPU (core/row_scatter.py)."""
+  return row_scatter.add_scaled_rows(jnp.zeros((num_rows, V_dxD.shape[1]), V_dxD.dtype), row_N,
+                                     val_N, V_dxD, idx_N, at_sorted=True)
 
 
 def packed_rows(batch, batch_size: int) -> jax.Array:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax.core import model
+from wsabie_jax.core import model, row_scatter
 
 OPTIMIZERS = ('sgd', 'adagrad')
 
@@ -70,11 +70,17 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
   if optimizer == 'adagrad':
     step_RxD = step_RxD / (jnp.sqrt(acc_N[rows_R]) + eps)[:, None]
   table_NxD = table_NxD.at[rows_R].add(-step_RxD)
+  return _project_touched(table_NxD, rows_R, max_norm, dense), acc_N
+
+
+def _project_touched(table_NxD: jax.Array, rows_R: jax.Array, max_norm: float,
+                     dense: bool) -> jax.Array:
+  """The table with the rows rows_R named projected into the ball (eqs. (2)–(3)):
+  by one masked pass over the table (`dense`) or by gathering the rows."""
   if dense:
-    touched_N = jnp.zeros((num_rows,), bool).at[rows_R].set(True)
-    return jnp.where(touched_N[:, None], model.project_rows(table_NxD, max_norm), table_NxD), acc_N
-  projected_RxD = model.project_rows(table_NxD[rows_R], max_norm)
-  return table_NxD.at[rows_R].set(projected_RxD), acc_N
+    touched_N = jnp.zeros((table_NxD.shape[0],), bool).at[rows_R].set(True)
+    return jnp.where(touched_N[:, None], model.project_rows(table_NxD, max_norm), table_NxD)
+  return table_NxD.at[rows_R].set(model.project_rows(table_NxD[rows_R], max_norm))
 
 
 class RowPieces(NamedTuple):
@@ -120,18 +126,41 @@ class EmbeddingPieces(NamedTuple):
   src_R: jax.Array
   g_SxD: jax.Array
 
-  def pieces(self, sel=slice(None), val_R: jax.Array | None = None) -> RowPieces:
-    """The RowPieces of the pieces `sel` (values `val_R`: the selection's, or
-    zero for a filler); each one's mean square x²·mean(g²) read off the images."""
-    val_R = self.val_R[sel] if val_R is None else val_R
-    src_R = self.src_R[sel]
-    sq_S = jnp.mean(jnp.square(self.g_SxD), -1)
-    return RowPieces(self.rows_R[sel], val_R[:, None] * self.g_SxD[src_R],
-                     jnp.square(val_R) * sq_S[src_R])
+  def select(self, sel_C: jax.Array, val_C: jax.Array) -> 'EmbeddingPieces':
+    """The pieces sel_C, with values val_C (zero for a filler)."""
+    return EmbeddingPieces(self.rows_R[sel_C], val_C, self.src_R[sel_C], self.g_SxD)
+
+  @property
+  def sq_R(self) -> jax.Array:
+    """Each piece's mean square x²·mean(g²), read off the images: O(R), not O(R·D)."""
+    return jnp.square(self.val_R) * jnp.mean(jnp.square(self.g_SxD), -1)[self.src_R]
+
+  def pieces(self) -> RowPieces:
+    """The R×D pieces themselves (l2 adds λ·row to each; tests)."""
+    return RowPieces(self.rows_R, self.val_R[:, None] * self.g_SxD[self.src_R], self.sq_R)
 
   @property
   def grads_RxD(self) -> jax.Array:
     return self.pieces().grads_RxD
+
+
+def update_factored(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *,
+                    learning_rate: float, optimizer: str, max_norm: float, eps: float = 1e-10,
+                    dense: bool | None = None):
+  """`update_rows` of an EmbeddingPieces' pieces, never formed as an R×D
+  array: piece r = val_r·g_{src_r} is scaled by its row's rate and added in
+  cache-sized chunks (core/row_scatter.py), the same update."""
+  if optimizer not in OPTIMIZERS:
+    raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
+  rows_R = grad.rows_R
+  rate_R = jnp.full(rows_R.shape, learning_rate)
+  if optimizer == 'adagrad':
+    acc_N = acc_N.at[rows_R].add(grad.sq_R)
+    rate_R = learning_rate / (jnp.sqrt(acc_N[rows_R]) + eps)
+  table_NxD = row_scatter.add_scaled_rows(table_NxD, rows_R, -rate_R * grad.val_R, grad.g_SxD,
+                                          grad.src_R)
+  dense = rows_R.shape[0] >= table_NxD.shape[0] if dense is None else dense
+  return _project_touched(table_NxD, rows_R, max_norm, dense), acc_N
 
 
 # `update_live` forms at most R / LIVE_SHARE pieces: it runs when no more are
@@ -152,21 +181,18 @@ def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *
   cap = R // LIVE_SHARE
   live_R = (grad.val_R != 0) & jnp.any(grad.g_SxD != 0, -1)[grad.src_R]
 
-  def step(t, a, pieces: RowPieces):
-    # Projected by one pass over the table where all R pieces would be (its N
-    # rows cost no more than the full update's R): fewer pieces do not make
-    # gathering and re-writing each one's row cheaper than that pass.
-    return update_rows(t, a, pieces.rows_R, pieces.grads_RxD, sq_R=pieces.sq_R,
-                       dense=R >= t.shape[0], **opt)
-
-  full = lambda t, a: step(t, a, grad.pieces())
+  # Projected by one pass over the table where all R pieces would be (its N
+  # rows cost no more than the full update's R): fewer pieces do not make
+  # gathering and re-writing each one's row cheaper than that pass.
+  step = lambda t, a, pieces: update_factored(t, a, pieces, dense=R >= t.shape[0], **opt)
+  full = lambda t, a: step(t, a, grad)
   if cap == 0:
     return full(table_NxD, acc_N)
 
   def live(t, a):
     sel_C = jnp.flatnonzero(live_R, size=cap, fill_value=0)
     kept_C = jnp.arange(cap) < jnp.sum(live_R)
-    return step(t, a, grad.pieces(sel_C, jnp.where(kept_C, grad.val_R[sel_C], 0)))
+    return step(t, a, grad.select(sel_C, jnp.where(kept_C, grad.val_R[sel_C], 0)))
 
   return jax.lax.cond(jnp.sum(live_R) <= cap, live, full, table_NxD, acc_N)
 
