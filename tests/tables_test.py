@@ -6,6 +6,7 @@ import pytest
 
 from tests import helpers
 from wsabie_jax.core import model
+from wsabie_jax.core import row_optim
 from wsabie_jax.data import batching, synthetic
 from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.wsabie import table_reads
@@ -80,6 +81,47 @@ def test_each_table_read_whole_gives_the_gathered_update(objective, whole):
       assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6), k
   start = _grown(step_lib.init_state(jax.random.PRNGKey(0), d, cfg).params)
   assert np.abs(np.asarray(other.params.W_YxD) - np.asarray(start.W_YxD)).max() > 1e-3
+
+
+@pytest.mark.parametrize('live_rows', [[0, 3], [0, 1, 2, 3, 4, 5]], ids=['few_live', 'many_live'])
+def test_label_grads_of_the_live_rows_only_are_the_full_ones(live_rows):
+  """table_reads.label_grads with at most B/4 rows sloped (their products
+  compacted to B/4, fillers naming row 0) and with more (every row) against
+  numpy's C (B×Y): ∂/∂images = C·W, ∂/∂W = Cᵀ·images, the Adagrad terms,
+  and W's update."""
+  rng = np.random.default_rng(4)
+  B, Q, M, D = 16, 2, 5, 8
+  W = model.project_rows(jnp.asarray(rng.normal(0, 0.5, (Y, D)), jnp.float32), 1.0)
+  image = jnp.asarray(rng.normal(0, 1, (B, D)), jnp.float32)
+  label, neg = rng.integers(0, Y, (B, Q)), rng.integers(0, Y, (B, M))
+  live = np.isin(np.arange(B), live_rows)
+  a_BxQ = (rng.normal(0, 1, (B, Q)) * live[:, None]).astype(np.float32)
+  b_BxM = (rng.normal(0, 1, (B, M)) * live[:, None]).astype(np.float32)
+  loss_of = lambda pos, negs: jnp.sum(a_BxQ * pos) + jnp.sum(b_BxM * negs)
+  _, g_image, gW = jax.jit(lambda W, image: table_reads.label_grads(
+      W, image, jnp.asarray(label), jnp.asarray(neg), loss_of, jnp.zeros((B, Q)),
+      jnp.zeros((B, M))))(W, image)
+  rows = np.arange(B)[:, None]
+  C = np.zeros((B, Y))
+  np.add.at(C, (rows, label), a_BxQ)
+  np.add.at(C, (rows, neg), b_BxM)
+  sq_Bx1 = np.mean(np.square(np.asarray(image, np.float64)), -1, keepdims=True)
+  sq_Y = np.zeros(Y)
+  np.add.at(sq_Y, label, np.square(a_BxQ) * sq_Bx1)
+  np.add.at(sq_Y, neg, np.square(b_BxM) * sq_Bx1)
+  np.testing.assert_allclose(g_image, C @ np.asarray(W), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(gW.grad_NxD, C.T @ np.asarray(image), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(gW.sq_N, sq_Y, rtol=1e-5, atol=1e-7)
+  touched = np.zeros(Y, bool)
+  touched[label[live]] = touched[neg[live]] = True
+  assert np.all(np.asarray(gW.touched_N)[touched])
+  opt = dict(learning_rate=0.3, optimizer='adagrad', max_norm=1.0)
+  acc = jnp.full((Y,), 0.1)
+  want = row_optim.update_dense(W, acc, row_optim.DenseGrad(
+      jnp.asarray(C.T @ np.asarray(image), jnp.float32), jnp.asarray(sq_Y, jnp.float32),
+      jnp.asarray(touched)), **opt)
+  for a, b in zip(row_optim.update_dense(W, acc, gW, **opt), want):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_exact_rank_read_whole_equals_the_full_matrix():

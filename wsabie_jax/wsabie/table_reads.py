@@ -113,16 +113,47 @@ def scores(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array, neg_BxK
 def label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array,
                 neg_BxM: jax.Array, loss_of: Callable, pos_BxQ: jax.Array, neg_scores_BxM: jax.Array):
   """(loss, ∂/∂images_BxD, W's DenseGrad) of loss_of(positives' scores,
-  negatives' scores) (step.draws_loss: eq. (9)'s weighted terms), by matmul."""
+  negatives' scores) (step.draws_loss: eq. (9)'s weighted terms), by matmul.
+
+  A row whose pairs drew no violator has no slope (Alg. 1 updates nothing):
+  once a model fits, most rows. When at most B / row_optim.LIVE_SHARE rows
+  have one, only they go through the two B×Y×D products (compacted to that
+  static size, fillers with zero slopes; a lax.cond, as row_optim.update_live):
+  the same gradients."""
   loss, (slope_BxQ, slope_BxM) = jax.value_and_grad(loss_of, (0, 1))(pos_BxQ, neg_scores_BxM)
+  args = (W_YxD, image_BxD, label_BxQ, neg_BxM, slope_BxQ, slope_BxM)
+  B = label_BxQ.shape[0]
+  cap = B // row_optim.LIVE_SHARE
+  if cap == 0:
+    return loss, *_slope_grads(*args)
+  live_B = jnp.any(slope_BxQ != 0, 1) | jnp.any(slope_BxM != 0, 1)
+
+  def live(W_YxD, image_BxD, label_BxQ, neg_BxM, slope_BxQ, slope_BxM):
+    sel_C = jnp.flatnonzero(live_B, size=cap, fill_value=0)
+    kept_Cx1 = (jnp.arange(cap) < jnp.sum(live_B))[:, None]
+    g_image_CxD, W_grad = _slope_grads(W_YxD, image_BxD[sel_C], label_BxQ[sel_C], neg_BxM[sel_C],
+                                       jnp.where(kept_Cx1, slope_BxQ[sel_C], 0),
+                                       jnp.where(kept_Cx1, slope_BxM[sel_C], 0))
+    return jnp.zeros_like(image_BxD).at[sel_C].add(g_image_CxD), W_grad  # (a filler adds 0)
+
+  return loss, *jax.lax.cond(jnp.sum(live_B) <= cap, live, _slope_grads, *args)
+
+
+def _slope_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array, neg_BxM: jax.Array,
+                 slope_BxQ: jax.Array, slope_BxM: jax.Array):
+  """(∂/∂images_BxD, W's DenseGrad) of the loss's slopes on the rows'
+  positives' and negatives' scores: C (B×Y) holds them, ∂/∂images = C·W and
+  ∂/∂W = Cᵀ·images; a label's Adagrad piece (b, y) is slope²·mean(image_b²).
+  The labels a row names are touched even with no slope (a zero step; their
+  rows are in the ball, so projecting them changes nothing)."""
   B, Y = label_BxQ.shape[0], W_YxD.shape[0]
   row_Bx1 = jnp.arange(B)[:, None]
   C_BxY = jnp.zeros((B, Y)).at[row_Bx1, label_BxQ].add(slope_BxQ).at[row_Bx1, neg_BxM].add(slope_BxM)
-  sq_Bx1 = jnp.mean(jnp.square(image_BxD), -1, keepdims=True)  # piece (b, y): slope²·mean(image_b²)
+  sq_Bx1 = jnp.mean(jnp.square(image_BxD), -1, keepdims=True)
   sq_Y = (jnp.zeros((Y,)).at[label_BxQ].add(jnp.square(slope_BxQ) * sq_Bx1)
           .at[neg_BxM].add(jnp.square(slope_BxM) * sq_Bx1))
   touched_Y = jnp.zeros((Y,), bool).at[label_BxQ].set(True).at[neg_BxM].set(True)
-  return loss, C_BxY @ W_YxD, row_optim.DenseGrad(C_BxY.T @ image_BxD, sq_Y, touched_Y)
+  return C_BxY @ W_YxD, row_optim.DenseGrad(C_BxY.T @ image_BxD, sq_Y, touched_Y)
 
 
 def exact_label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array,
