@@ -177,6 +177,8 @@ def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *
   0's row with value 0 (no change; its projection is repeated). Every row is
   in the ball already (initialised so, projected after each step), so rows
   named only by zero pieces need no projection either."""
+  # (An unjitted step's ids are host arrays: a tracer cannot index them.)
+  grad = EmbeddingPieces(*map(jnp.asarray, grad))
   R = grad.rows_R.shape[0]
   cap = R // LIVE_SHARE
   live_R = (grad.val_R != 0) & jnp.any(grad.g_SxD != 0, -1)[grad.src_R]
