@@ -24,8 +24,7 @@ STEPS = 16  # a call's steps, scanned
 def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None, first: int = 0):
   """(call, state, batches): STEPS steps scanned in one jitted call over the
   stream's batches first … first + STEPS − 1, and `state` (default a fresh one)."""
-  batches = jax.device_put(jax.tree.map(lambda *x: np.stack(x),
-                                        *[stream.batch(s) for s in range(first, first + STEPS)]))
+  batches = _batches(stream, first)
   call = jax.jit(lambda state, b: jax.lax.scan(
       lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
   if state is None:
@@ -33,14 +32,21 @@ def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None
   return call, state, batches
 
 
+def _batches(stream, first: int):
+  """The stream's batches first … first + STEPS − 1, stacked, on the device."""
+  return jax.device_put(jax.tree.map(lambda *x: np.stack(x),
+                                     *[stream.batch(s) for s in range(first, first + STEPS)]))
+
+
 def trained_state(cfg: step_lib.StepConfig, stream, num_features: int, steps: int):
   """(a state after `steps` steps over the stream's batches from its first,
   their mean violator rate over the last STEPS): a model that fits, whose
-  pairs mostly draw no violator (the end of a run, not its start)."""
-  state, rate = None, float('nan')
+  pairs mostly draw no violator (the end of a run, not its start). One call
+  compiled, fed the next STEPS batches each time."""
+  call, state, _ = scanned_call(cfg, stream, num_features)
+  rate = float('nan')
   for first in range(0, steps, STEPS):
-    call, state, batches = scanned_call(cfg, stream, num_features, state, first)
-    state, stats = call(state, batches)
+    state, stats = call(state, _batches(stream, first))
     rate = float(np.sum(stats['violator_found']) / max(np.sum(stats['pairs']), 1))
   return state, rate
 
