@@ -21,10 +21,10 @@ from wsabie_jax.wsabie import table_reads
 STEPS = 16  # a call's steps, scanned
 
 
-def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None, first: int = 0):
-  """(call, state, batches): STEPS steps scanned in one jitted call over the
-  stream's batches first … first + STEPS − 1, and `state` (default a fresh one)."""
-  batches = _batches(stream, first)
+def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None):
+  """(call, state, batches): STEPS steps scanned in one jitted call, the
+  stream's first STEPS batches, and `state` (default a fresh one)."""
+  batches = _batches(stream, 0)
   call = jax.jit(lambda state, b: jax.lax.scan(
       lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
   if state is None:

@@ -64,13 +64,19 @@ def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,
     dense = rows_R.shape[0] >= num_rows
   if sq_R is None or l2:
     sq_R = jnp.mean(jnp.square(grads_RxD), axis=-1)
-  if optimizer == 'adagrad':
-    acc_N = acc_N.at[rows_R].add(sq_R)
-  step_RxD = learning_rate * grads_RxD
-  if optimizer == 'adagrad':
-    step_RxD = step_RxD / (jnp.sqrt(acc_N[rows_R]) + eps)[:, None]
-  table_NxD = table_NxD.at[rows_R].add(-step_RxD)
+  acc_N, rate_R = _rates(acc_N, rows_R, sq_R, learning_rate, optimizer, eps)
+  table_NxD = table_NxD.at[rows_R].add(-rate_R[:, None] * grads_RxD)
   return _project_touched(table_NxD, rows_R, max_norm, dense), acc_N
+
+
+def _rates(acc_N: jax.Array, rows_R: jax.Array, sq_R: jax.Array, learning_rate: float,
+           optimizer: str, eps: float) -> tuple[jax.Array, jax.Array]:
+  """(the accumulator after the pieces, each piece's step size): Adagrad adds
+  each piece's mean square to its row's scalar first, then scales by it."""
+  if optimizer != 'adagrad':
+    return acc_N, jnp.full(rows_R.shape, learning_rate)
+  acc_N = acc_N.at[rows_R].add(sq_R)
+  return acc_N, learning_rate / (jnp.sqrt(acc_N[rows_R]) + eps)
 
 
 def _project_touched(table_NxD: jax.Array, rows_R: jax.Array, max_norm: float,
@@ -145,27 +151,30 @@ class EmbeddingPieces(NamedTuple):
 
 
 def update_factored(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *,
-                    learning_rate: float, optimizer: str, max_norm: float, eps: float = 1e-10,
-                    dense: bool | None = None):
+                    learning_rate: float, optimizer: str, max_norm: float, dense: bool,
+                    eps: float = 1e-10):
   """`update_rows` of an EmbeddingPieces' pieces, never formed as an R×D
   array: piece r = val_r·g_{src_r} is scaled by its row's rate and added in
   cache-sized chunks (core/row_scatter.py), the same update."""
   if optimizer not in OPTIMIZERS:
     raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
-  rows_R = grad.rows_R
-  rate_R = jnp.full(rows_R.shape, learning_rate)
-  if optimizer == 'adagrad':
-    acc_N = acc_N.at[rows_R].add(grad.sq_R)
-    rate_R = learning_rate / (jnp.sqrt(acc_N[rows_R]) + eps)
-  table_NxD = row_scatter.add_scaled_rows(table_NxD, rows_R, -rate_R * grad.val_R, grad.g_SxD,
+  acc_N, rate_R = _rates(acc_N, grad.rows_R, grad.sq_R, learning_rate, optimizer, eps)
+  table_NxD = row_scatter.add_scaled_rows(table_NxD, grad.rows_R, -rate_R * grad.val_R, grad.g_SxD,
                                           grad.src_R)
-  dense = rows_R.shape[0] >= table_NxD.shape[0] if dense is None else dense
-  return _project_touched(table_NxD, rows_R, max_norm, dense), acc_N
+  return _project_touched(table_NxD, grad.rows_R, max_norm, dense), acc_N
 
 
 # `update_live` forms at most R / LIVE_SHARE pieces: it runs when no more are
 # live, the full update otherwise (both compiled; lax.cond runs one).
 LIVE_SHARE = 4
+
+
+def compact(live_N: jax.Array, cap: int) -> tuple[jax.Array, jax.Array]:
+  """(sel_C, kept_C): the indices of the live entries, padded to the static
+  `cap` with index 0, and which of the C are real (the fillers' values are
+  to be zeroed by the caller). For a branch that runs when ≤ cap are live."""
+  sel_C = jnp.flatnonzero(live_N, size=cap, fill_value=0)
+  return sel_C, jnp.arange(cap) < jnp.sum(live_N)
 
 
 def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, **opt):
@@ -177,8 +186,6 @@ def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *
   0's row with value 0 (no change; its projection is repeated). Every row is
   in the ball already (initialised so, projected after each step), so rows
   named only by zero pieces need no projection either."""
-  # (An unjitted step's ids are host arrays: a tracer cannot index them.)
-  grad = EmbeddingPieces(*map(jnp.asarray, grad))
   R = grad.rows_R.shape[0]
   cap = R // LIVE_SHARE
   live_R = (grad.val_R != 0) & jnp.any(grad.g_SxD != 0, -1)[grad.src_R]
@@ -192,8 +199,7 @@ def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *
     return full(table_NxD, acc_N)
 
   def live(t, a):
-    sel_C = jnp.flatnonzero(live_R, size=cap, fill_value=0)
-    kept_C = jnp.arange(cap) < jnp.sum(live_R)
+    sel_C, kept_C = compact(live_R, cap)
     return step(t, a, grad.select(sel_C, jnp.where(kept_C, grad.val_R[sel_C], 0)))
 
   return jax.lax.cond(jnp.sum(live_R) <= cap, live, full, table_NxD, acc_N)

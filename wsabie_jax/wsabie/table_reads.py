@@ -84,8 +84,9 @@ def embed(V_dxD: jax.Array, batch, batch_size: int,
           whole: bool) -> tuple[jax.Array, Callable[[jax.Array], object]]:
   """(images_BxD, grads_of): grads_of(∂/∂images_BxD) is V's update input —
   the N non-zeros' pieces (row_optim.EmbeddingPieces) or V whole (DenseGrad)."""
-  idx_N = batch.feat_idx_SxN.reshape(-1)
-  val_N = batch.feat_val_SxN.reshape(-1)
+  # (An unjitted step is given host arrays; its pieces are indexed by tracers.)
+  idx_N = jnp.asarray(batch.feat_idx_SxN).reshape(-1)
+  val_N = jnp.asarray(batch.feat_val_SxN).reshape(-1)
   if not whole:
     image_BxD, row_N = model.embed_packed(V_dxD, batch, batch_size)
 
@@ -129,8 +130,8 @@ def label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array,
   live_B = jnp.any(slope_BxQ != 0, 1) | jnp.any(slope_BxM != 0, 1)
 
   def live(W_YxD, image_BxD, label_BxQ, neg_BxM, slope_BxQ, slope_BxM):
-    sel_C = jnp.flatnonzero(live_B, size=cap, fill_value=0)
-    kept_Cx1 = (jnp.arange(cap) < jnp.sum(live_B))[:, None]
+    sel_C, kept_C = row_optim.compact(live_B, cap)
+    kept_Cx1 = kept_C[:, None]
     g_image_CxD, W_grad = _slope_grads(W_YxD, image_BxD[sel_C], label_BxQ[sel_C], neg_BxM[sel_C],
                                        jnp.where(kept_Cx1, slope_BxQ[sel_C], 0),
                                        jnp.where(kept_Cx1, slope_BxM[sel_C], 0))
