@@ -43,9 +43,12 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
   assert values == {'loss.num_draws': 100, 'loss.kind': 'warp', 'loss.draws': 'per_row',
                     'optim.learning_rate': 0.01,
                     'train.positives_per_row': 5,  # a row an image
-                    'train.batch_size': 512}  # 90% of 4,500 rows / 6 = 675 → 512
+                    'train.batch_size': 512}  # the split's 4,050 rows / 6 = 675 → 512
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
   rules = lambda **knobs: fitting.Rules(**knobs)
+  # The rows are the split's, not scaled again by the validation fraction
+  # (4,050 / 5.5 = 736 → 1024, where 90% of them would give 662 → 512).
+  assert fitting.resolve(config, train, rules(steps_per_epoch=5.5))[0].train.batch_size == 1024
   few = fitting.resolve(config, train, rules(steps_per_epoch=10_000, max_draws=1000))[0]
   # K would draw every negative: the exact rank instead, at its own rate.
   assert (few.train.batch_size, few.loss.num_draws) == (128, 373)

@@ -77,6 +77,7 @@ def on_data(specs, config_path: str = 'configs/wsabie_mulan.py', seconds: float 
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
+    data = panel.with_valid(data, panel.VALID_FRACTION)  # fitted as the panel's runs are
     cfg, B, config = panel.ours_settings(config_path, data, load_splits(data)[0])
     train = load_splits(config.data)[0]  # with the config's normalisation and bias feature
     Q = config.train.positives_per_row

@@ -68,8 +68,9 @@ def data_config(spec: str):
 def ours_settings(config_path: str, data, train, overrides: dict | None = None, **knobs):
   """(StepConfig, batch size, config): the config file with this data (its
   normalisation and bias feature kept), `overrides` ({'model.dim': 64, …})
-  applied, then its 'auto' fields fitted by wsabie/fitting.py's rules
-  (`knobs` changes them), its draws capped at the Y − 1 negatives."""
+  applied, then its 'auto' fields fitted to `train` (the split the run trains
+  on) by wsabie/fitting.py's rules (`knobs` changes them), its draws capped
+  at the Y − 1 negatives."""
   config = config_lib.load(config_path)
   config.data = ml_collections.ConfigDict({**data.to_dict(),
                                            'bias_feature': config.data.bias_feature,
@@ -94,11 +95,12 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
   for spec in specs:
     name, data = data_config(spec)
     # Ours holds out VALID_FRACTION to choose its checkpoint; `fit` sizes B and
-    # K from the whole training file, as get_config does. LightFM trains on
+    # K from the rest, as a run of the config does. LightFM trains on
     # all of it, with the config's normalisation and bias feature.
-    cfg, batch_size, config = ours_settings(config_path, _with_valid(data, VALID_FRACTION),
-                                            load_splits(data)[0], overrides)
-    train, _, test = load_splits(_with_valid(config.data, 0.0))
+    valid_data = with_valid(data, VALID_FRACTION)
+    cfg, batch_size, config = ours_settings(config_path, valid_data, load_splits(valid_data)[0],
+                                            overrides)
+    train, _, test = load_splits(with_valid(config.data, 0.0))
     stats = dict(set=name, labels=train.num_labels, train_images=train.num_images,
                  mean_nnz=float(np.diff(train.feat_indptr).mean()),
                  max_nnz=int(np.diff(train.feat_indptr).max()))
@@ -157,7 +159,7 @@ def _metrics(params, padded) -> dict:
   return {k: got[k] for k in ('p@1', 'p@5', 'map')}
 
 
-def _with_valid(data, fraction: float) -> ml_collections.ConfigDict:
+def with_valid(data, fraction: float) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict({**data.to_dict(), 'validation_fraction': fraction})
 
 

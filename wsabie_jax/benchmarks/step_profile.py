@@ -86,6 +86,8 @@ def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
+    # Fitted as the panel's runs are: to the training file less its validation split.
+    data = panel.with_valid(data, panel.VALID_FRACTION)
     cfg, B, config = panel.ours_settings(config_path, data, load_splits(data)[0], overrides)
     train = load_splits(config.data)[0]
     stream = batching.PairStream(train, B, 0, positives_per_row=config.train.positives_per_row)

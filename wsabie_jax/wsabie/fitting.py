@@ -60,7 +60,8 @@ class Rules:
 
 
 def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> dict:
-  """{'section.field': value} for each field of FIELDS the config sets to 'auto'."""
+  """{'section.field': value} for each field of FIELDS the config sets to 'auto',
+  fitted to `train`, the training split (its validation split left out)."""
   if not any(_get(config, name) == AUTO for name in FIELDS):
     return {}
   Y = train.num_labels
@@ -72,7 +73,7 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
     kind = 'exact' if rules.exact_ranks and Y - 1 <= rules.max_draws else 'warp'
   if config.train.positives_per_row != AUTO:
     Q = config.train.positives_per_row
-  rows = int(np.sum(-(-num_pos // Q)) * (1 - config.data.validation_fraction))
+  rows = int(np.sum(-(-num_pos // Q)))  # (`train` is the split the run trains on)
   B = _batch_size(rows, rules.steps_per_epoch, rules)
   # A set large enough for B at its ceiling takes many steps an epoch: there a
   # higher rate reached a better validation p@1 in the same time (search round
