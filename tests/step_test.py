@@ -232,18 +232,25 @@ def _embedding_pieces(live_B):
 
 
 @pytest.mark.parametrize('chunk_floats', [None, 3 * D], ids=['one_op', 'chunks'])
-@pytest.mark.parametrize('live_B', [[1, 0, 0, 0, 0, 0], [1, 0, 1, 1, 0, 1], [1] * B],
-                         ids=['few_live', 'many_live', 'all_live'])
-def test_live_pieces_update_is_the_full_update(monkeypatch, live_B, chunk_floats):
-  """row_optim.update_live (a zero image gradient's pieces skipped when at
-  most a quarter are live; the full update otherwise; the pieces added
+@pytest.mark.parametrize('live_B,trained_share,cap', [
+    ([1, 0, 0, 0, 0, 0], 9, 2),      # 2 of 18 pieces live: the smaller cap, 18 // 9
+    ([1, 0, 0, 0, 0, 0], 16, 4),     # … past 18 // 16 = 1: the cap 18 // LIVE_SHARE
+    ([1, 0, 1, 1, 0, 1], 16, None),  # 11: the full update
+    ([1] * B, 16, None)], ids=['few_live_small_cap', 'few_live', 'many_live', 'all_live'])
+def test_live_pieces_update_is_the_full_update(monkeypatch, live_B, trained_share, cap,
+                                               chunk_floats):
+  """row_optim.update_live (a zero image gradient's pieces skipped when they
+  fit a cap, R / 16 or R / 4; the full update otherwise; the pieces added
   unformed, in one op or in chunks of 3 (core/row_scatter.py)) equals
   update_rows of every piece; the branch taken is the one the count says."""
   if chunk_floats:
     monkeypatch.setattr(row_scatter, 'CHUNK_FLOATS', chunk_floats)
+  monkeypatch.setattr(row_optim, 'LIVE_SHARE_TRAINED', trained_share)
   grad = _embedding_pieces(np.asarray(live_B, bool))
   live = int(np.sum((np.asarray(grad.val_R) != 0) & np.asarray(live_B, bool)[grad.src_R]))
-  assert (live <= grad.rows_R.shape[0] // row_optim.LIVE_SHARE) == (sum(live_B) == 1)
+  R = grad.rows_R.shape[0]
+  fits = [c for c in (R // trained_share, R // row_optim.LIVE_SHARE) if live <= c]
+  assert (fits[0] if fits else None) == cap
   V_dxD, acc_d = _feature_table()
   want = row_optim.apply(V_dxD, acc_d, grad.pieces(), **_OPT)
   got = jax.jit(lambda V, a: row_optim.apply(V, a, grad, **_OPT))(V_dxD, acc_d)

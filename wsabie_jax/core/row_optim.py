@@ -167,6 +167,11 @@ def update_factored(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPiece
 # `update_live` forms at most R / LIVE_SHARE pieces: it runs when no more are
 # live, the full update otherwise (both compiled; lax.cond runs one).
 LIVE_SHARE = 4
+# … and R / LIVE_SHARE_TRAINED where no more are (a model that fits: a few %
+# of its pairs draw a violator). Compacting costs a pass over the R pieces
+# whatever the cap, so caps between R / 4 and R gain nothing (measured: R / 2
+# is no faster than the full update on small_text); one below R / 4 does.
+LIVE_SHARE_TRAINED = 16
 
 
 def compact(live_N: jax.Array, cap: int) -> tuple[jax.Array, jax.Array]:
@@ -182,12 +187,13 @@ def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *
   R / LIVE_SHARE are: the same update (a zero piece adds nothing to its row
   or its accumulator, and a row's projection into the ball leaves it as it is
   once projected), at a quarter or less of the pieces' cost. The live pieces
-  are compacted to a static R / LIVE_SHARE; the slots left over name piece
-  0's row with value 0 (no change; its projection is repeated). Every row is
-  in the ball already (initialised so, projected after each step), so rows
-  named only by zero pieces need no projection either."""
+  are compacted to the smallest static cap that holds them, R /
+  LIVE_SHARE_TRAINED or R / LIVE_SHARE; the slots left over name piece 0's
+  row with value 0 (no change; its projection is repeated). Every row is in
+  the ball already (initialised so, projected after each step), so rows named
+  only by zero pieces need no projection either."""
   R = grad.rows_R.shape[0]
-  cap = R // LIVE_SHARE
+  caps = [c for c in (R // LIVE_SHARE_TRAINED, R // LIVE_SHARE) if c > 0]
   live_R = (grad.val_R != 0) & jnp.any(grad.g_SxD != 0, -1)[grad.src_R]
 
   # Projected by one pass over the table where all R pieces would be (its N
@@ -195,14 +201,18 @@ def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, *
   # gathering and re-writing each one's row cheaper than that pass.
   step = lambda t, a, pieces: update_factored(t, a, pieces, dense=R >= t.shape[0], **opt)
   full = lambda t, a: step(t, a, grad)
-  if cap == 0:
+  if not caps:
     return full(table_NxD, acc_N)
 
-  def live(t, a):
-    sel_C, kept_C = compact(live_R, cap)
-    return step(t, a, grad.select(sel_C, jnp.where(kept_C, grad.val_R[sel_C], 0)))
+  def live(cap):
+    def update(t, a):
+      sel_C, kept_C = compact(live_R, cap)
+      return step(t, a, grad.select(sel_C, jnp.where(kept_C, grad.val_R[sel_C], 0)))
+    return update
 
-  return jax.lax.cond(jnp.sum(live_R) <= cap, live, full, table_NxD, acc_N)
+  # The branch of the smallest cap that holds the live pieces; the full update past the last.
+  branch = jnp.sum(jnp.sum(live_R) > jnp.asarray(caps))
+  return jax.lax.switch(branch, [live(c) for c in caps] + [full], table_NxD, acc_N)
 
 
 def apply(table_NxD: jax.Array, acc_N: jax.Array, grad: RowPieces | EmbeddingPieces | DenseGrad,
