@@ -165,7 +165,7 @@ def update_factored(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPiece
 
 
 # `update_live` forms at most R / LIVE_SHARE pieces: it runs when no more are
-# live, the full update otherwise (both compiled; lax.cond runs one).
+# live, the full update otherwise (all compiled; lax.switch runs one).
 LIVE_SHARE = 4
 # … and R / LIVE_SHARE_TRAINED where no more are (a model that fits: a few %
 # of its pairs draw a violator). Compacting costs a pass over the R pieces
