@@ -11,7 +11,7 @@ and projects the same value, so the final scatter-set writes it consistently.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -182,37 +182,41 @@ def compact(live_N: jax.Array, cap: int) -> tuple[jax.Array, jax.Array]:
   return sel_C, jnp.arange(cap) < jnp.sum(live_N)
 
 
+def on_live(live_N: jax.Array, caps, live: Callable, full: Callable, *operands):
+  """live(sel_C, kept_C, *operands) with the live entries compacted
+  (`compact`) to the smallest of the static `caps` (ascending) that holds
+  them, else full(*operands): one lax.switch, every branch compiled."""
+  caps = [c for c in caps if c > 0]
+  if not caps:
+    return full(*operands)
+  at_cap = lambda cap: lambda *ops: live(*compact(live_N, cap), *ops)
+  branch = jnp.sum(jnp.sum(live_N) > jnp.asarray(caps))  # the full update past the last
+  return jax.lax.switch(branch, [at_cap(c) for c in caps] + [full], *operands)
+
+
 def update_live(table_NxD: jax.Array, acc_N: jax.Array, grad: EmbeddingPieces, **opt):
   """`update_rows` of an EmbeddingPieces' non-zero pieces only, when at most
   R / LIVE_SHARE are: the same update (a zero piece adds nothing to its row
   or its accumulator, and a row's projection into the ball leaves it as it is
   once projected), at a quarter or less of the pieces' cost. The live pieces
   are compacted to the smallest static cap that holds them, R /
-  LIVE_SHARE_TRAINED or R / LIVE_SHARE; the slots left over name piece 0's
-  row with value 0 (no change; its projection is repeated). Every row is in
-  the ball already (initialised so, projected after each step), so rows named
-  only by zero pieces need no projection either."""
+  LIVE_SHARE_TRAINED or R / LIVE_SHARE (`on_live`); the slots left over name
+  piece 0's row with value 0 (no change; its projection is repeated). Every
+  row is in the ball already (initialised so, projected after each step), so
+  rows named only by zero pieces need no projection either."""
   R = grad.rows_R.shape[0]
-  caps = [c for c in (R // LIVE_SHARE_TRAINED, R // LIVE_SHARE) if c > 0]
   live_R = (grad.val_R != 0) & jnp.any(grad.g_SxD != 0, -1)[grad.src_R]
 
   # Projected by one pass over the table where all R pieces would be (its N
   # rows cost no more than the full update's R): fewer pieces do not make
   # gathering and re-writing each one's row cheaper than that pass.
   step = lambda t, a, pieces: update_factored(t, a, pieces, dense=R >= t.shape[0], **opt)
-  full = lambda t, a: step(t, a, grad)
-  if not caps:
-    return full(table_NxD, acc_N)
 
-  def live(cap):
-    def update(t, a):
-      sel_C, kept_C = compact(live_R, cap)
-      return step(t, a, grad.select(sel_C, jnp.where(kept_C, grad.val_R[sel_C], 0)))
-    return update
+  def live(sel_C, kept_C, t, a):
+    return step(t, a, grad.select(sel_C, jnp.where(kept_C, grad.val_R[sel_C], 0)))
 
-  # The branch of the smallest cap that holds the live pieces; the full update past the last.
-  branch = jnp.sum(jnp.sum(live_R) > jnp.asarray(caps))
-  return jax.lax.switch(branch, [live(c) for c in caps] + [full], table_NxD, acc_N)
+  return on_live(live_R, (R // LIVE_SHARE_TRAINED, R // LIVE_SHARE), live,
+                 lambda t, a: step(t, a, grad), table_NxD, acc_N)
 
 
 def apply(table_NxD: jax.Array, acc_N: jax.Array, grad: RowPieces | EmbeddingPieces | DenseGrad,

@@ -119,25 +119,21 @@ def label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array,
   A row whose pairs drew no violator has no slope (Alg. 1 updates nothing):
   once a model fits, most rows. When at most B / row_optim.LIVE_SHARE rows
   have one, only they go through the two B×Y×D products (compacted to that
-  static size, fillers with zero slopes; a lax.cond, as row_optim.update_live):
+  static size, fillers with zero slopes; row_optim.on_live, as update_live):
   the same gradients."""
   loss, (slope_BxQ, slope_BxM) = jax.value_and_grad(loss_of, (0, 1))(pos_BxQ, neg_scores_BxM)
   args = (W_YxD, image_BxD, label_BxQ, neg_BxM, slope_BxQ, slope_BxM)
-  B = label_BxQ.shape[0]
-  cap = B // row_optim.LIVE_SHARE
-  if cap == 0:
-    return loss, *_slope_grads(*args)
   live_B = jnp.any(slope_BxQ != 0, 1) | jnp.any(slope_BxM != 0, 1)
 
-  def live(W_YxD, image_BxD, label_BxQ, neg_BxM, slope_BxQ, slope_BxM):
-    sel_C, kept_C = row_optim.compact(live_B, cap)
+  def live(sel_C, kept_C, W_YxD, image_BxD, label_BxQ, neg_BxM, slope_BxQ, slope_BxM):
     kept_Cx1 = kept_C[:, None]
     g_image_CxD, W_grad = _slope_grads(W_YxD, image_BxD[sel_C], label_BxQ[sel_C], neg_BxM[sel_C],
                                        jnp.where(kept_Cx1, slope_BxQ[sel_C], 0),
                                        jnp.where(kept_Cx1, slope_BxM[sel_C], 0))
     return jnp.zeros_like(image_BxD).at[sel_C].add(g_image_CxD), W_grad  # (a filler adds 0)
 
-  return loss, *jax.lax.cond(jnp.sum(live_B) <= cap, live, _slope_grads, *args)
+  return loss, *row_optim.on_live(live_B, (label_BxQ.shape[0] // row_optim.LIVE_SHARE,), live,
+                                  _slope_grads, *args)
 
 
 def _slope_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Array, neg_BxM: jax.Array,
