@@ -4,14 +4,18 @@ update by its pieces) without an N×D buffer that leaves the cache.
 
 XLA:CPU writes a gather's N×D rows to memory before a scatter-add reads them
 back; at the stand-ins' N (41–65k non-zeros at D 128: 21–33 MB) that
-round trip costs more than the arithmetic. In chunks of at most CHUNK_FLOATS
-gathered floats (a lax.scan), each chunk stays in cache between the two. On
-other backends the one-op form is kept (their gathers and scatters fuse).
+round trip costs more than the arithmetic. On the CPU the op runs as one
+C++ kernel where it can be built (core/native_rows.py: no buffer at all,
+about half the time), else in chunks of at most CHUNK_FLOATS gathered floats
+(a lax.scan), each chunk staying in cache between the two. On other backends
+the one-op form is kept (their gathers and scatters fuse).
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+from wsabie_jax.core import native_rows
 
 # 8 MiB of gathered rows a chunk. `standin:small_text`'s forward (64,720
 # non-zeros, D 128) in 4 chunks: 2.70 → 1.13 ms; `standin:text`'s (41,152) in
@@ -27,8 +31,11 @@ def add_scaled_rows(out_MxD: jax.Array, at_N: jax.Array, scale_N: jax.Array, src
   """out_MxD with scale_n·src_SxD[take_n] added at row at_n, every n (a
   repeated row gets each of its adds); `at_sorted`: at_N is non-decreasing."""
   N, D = at_N.shape[0], out_MxD.shape[1]
+  cpu = jax.default_backend() == 'cpu'
+  if cpu and native_rows.fits(out_MxD, at_N, scale_N, src_SxD, take_N) and native_rows.available():
+    return native_rows.add_scaled_rows(out_MxD, at_N, scale_N, src_SxD, take_N)
   chunks = -(-N * D // CHUNK_FLOATS)
-  if chunks <= 1 or jax.default_backend() != 'cpu':
+  if chunks <= 1 or not cpu:
     return out_MxD.at[at_N].add(scale_N[:, None] * src_SxD[take_N], indices_are_sorted=at_sorted)
   size = -(-N // chunks)
   pad = chunks * size - N  # scale 0 at the last row: adds nothing, keeps at_N sorted
