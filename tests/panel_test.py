@@ -7,6 +7,7 @@ from wsabie_jax import config as config_lib
 from wsabie_jax.config import args
 from wsabie_jax.data import corel5k_paths, load_splits
 from wsabie_jax.benchmarks import panel
+from wsabie_jax.core import native_rows
 from wsabie_jax.data import batching
 from wsabie_jax.wsabie import fitting
 
@@ -149,10 +150,15 @@ def test_step_profile_ranks_the_kernels(tmp_path):
   from wsabie_jax.benchmarks import step_profile
   with helpers.optimized():  # the kernels a user's run has
     fresh, trained = step_profile.run([str(_mulan_folder(tmp_path))], seconds=0.1,
-                                      trained_steps=32)
+                                      trained_steps=32, ab_rounds=2)
   assert (fresh['phase'], trained['phase']) == ('fresh', 'trained')
   assert 0 <= trained['violator_rate'] <= 1
   for row in (fresh, trained):
     assert row['madds_per_sec'] > 0 and row['matmul_madds_per_sec'] > 0
     assert row['kernels'] and all(k['ms'] >= 0 for k in row['kernels'])
     assert any(k['op'] for k in row['kernels'])
+    ab = row['native_vs_xla']  # the native row kernel's A/B, where it is built
+    assert (ab is None) == (not native_rows.available())
+    if ab is not None:
+      assert ab['xla_ms'] > 0 and ab['native_ms'] > 0
+      assert ab['ratio_iqr'][0] <= ab['ratio'] <= ab['ratio_iqr'][1]

@@ -34,9 +34,10 @@ def test_chunked_scatter_is_the_one_op_add(monkeypatch, chunk_floats, at_sorted)
   repeat; the output starts non-zero."""
   operands = _operands(np.random.default_rng(1), at_sorted=at_sorted)
   monkeypatch.setattr(row_scatter, 'CHUNK_FLOATS', chunk_floats)
-  monkeypatch.setattr(native_rows, 'available', lambda: False)
-  got = jax.jit(lambda *a: row_scatter.add_scaled_rows(*a, at_sorted=at_sorted))(  # (a new trace)
-      *map(jnp.asarray, operands))
+  xla = jax.jit(lambda *a: row_scatter.add_scaled_rows(*a, at_sorted=at_sorted))  # (a new trace)
+  with native_rows.turned_off():
+    assert native_rows.TARGET not in xla.lower(*map(jnp.asarray, operands)).as_text()
+    got = xla(*map(jnp.asarray, operands))
   np.testing.assert_allclose(np.asarray(got), _np_add_at(*operands), rtol=1e-5, atol=1e-5)
 
 

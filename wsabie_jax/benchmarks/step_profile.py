@@ -8,10 +8,17 @@ The step's multiply-adds are counted as 3·(B·(K + Q) + N)·D: the scores of
 each row's K draws and Q positives and the embedding of its N packed
 non-zeros, forward, and twice that backward (the gradients of the image and
 of the rows).
+
+Where the native row kernel is built (core/native_rows.py), each phase also
+times the step with it against XLA's form of the same scatters, compiled in
+one process and run in alternating rounds (`native_vs_xla`): the two arms'
+median ms and their paired ratio, so the kernel's gain is read on one
+machine state, not across runs.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import gzip
 import json
@@ -20,8 +27,10 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from wsabie_jax.benchmarks import gather_vs_whole, panel
+from wsabie_jax.core import native_rows
 from wsabie_jax.data import batching, load_splits
 
 TOP = 12  # kernels listed a set
@@ -30,6 +39,38 @@ TOP = 12  # kernels listed a set
 # 1,000 steps of B 512), where a step skips the zero gradients' pieces
 # (core/row_optim.update_live).
 TRAINED_STEPS = 1024
+AB_ROUNDS = 12  # native_vs_xla's rounds, each 3 calls of an arm
+
+
+def native_vs_xla(cfg, stream, num_features: int, state=None,
+                  rounds: int = AB_ROUNDS) -> dict | None:
+  """The step with the native row kernel and with XLA's form, from `state`
+  (default a fresh one; each arm trains on from its own copy), in alternating
+  rounds of 3 calls: {'xla_ms', 'native_ms' (medians), 'ratio' (the median of
+  the rounds' native ÷ XLA), 'ratio_iqr'}; None where the kernel is not built."""
+  if not native_rows.available():
+    return None
+  arms = {}
+  for arm in ('xla', 'native'):
+    copy = None if state is None else jax.tree.map(jnp.copy, state)
+    with native_rows.turned_off() if arm == 'xla' else contextlib.nullcontext():
+      call, copy, batches = gather_vs_whole.scanned_call(cfg, stream, num_features, copy)
+      copy, _ = call(copy, batches)  # (compiled here, as the arm says)
+    arms[arm] = [call, jax.block_until_ready(copy), batches]
+  seconds = {arm: [] for arm in arms}
+  for _ in range(rounds):
+    for arm, held in arms.items():
+      call, copy, batches = held
+      start = time.perf_counter()
+      for _ in range(3):
+        copy, _ = call(copy, batches)
+      held[1] = jax.block_until_ready(copy)
+      seconds[arm].append((time.perf_counter() - start) / (3 * gather_vs_whole.STEPS))
+  xla, native = np.asarray(seconds['xla']), np.asarray(seconds['native'])
+  ratio = native / xla
+  return {'xla_ms': float(np.median(xla) * 1e3), 'native_ms': float(np.median(native) * 1e3),
+          'ratio': float(np.median(ratio)),
+          'ratio_iqr': [float(np.percentile(ratio, 25)), float(np.percentile(ratio, 75))]}
 
 
 def matmul_rate(seconds: float = 1.0) -> float:
@@ -80,7 +121,8 @@ def _op_of(hlo: str, name: str) -> str:
 
 
 def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
-        overrides: dict | None = None, trained_steps: int = TRAINED_STEPS) -> list[dict]:
+        overrides: dict | None = None, trained_steps: int = TRAINED_STEPS,
+        ab_rounds: int = AB_ROUNDS) -> list[dict]:
   rate = matmul_rate()
   print(f'\nthis machine: {rate / 1e9:.1f} G multiply-adds/s on a 512×128×4096 matmul')
   rows = []
@@ -102,10 +144,12 @@ def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
       copy = lambda: state if state is None else jax.tree.map(jnp.copy, state)  # (calls donate it)
       step_s = gather_vs_whole.seconds_per_step(cfg, stream, train.num_features, seconds, copy())
       top = kernels(cfg, stream, train.num_features, state=copy())
+      ab = native_vs_xla(cfg, stream, train.num_features, state, ab_rounds)
       rows.append({'set': name, 'phase': phase, 'B': B, 'Q': Q, 'K': K, 'D': D, 'slots': slots,
                    'violator_rate': None if state is None else violator_rate,
                    'ms_per_step': step_s * 1e3, 'pairs_per_sec': pairs / step_s,
                    'madds_per_sec': madds / step_s, 'matmul_madds_per_sec': rate,
+                   'native_vs_xla': ab,
                    'kernels': [{'kernel': k, 'ms': ms, 'op': op} for k, ms, op in top]})
       where = ('a fresh model' if state is None else
                f'after {trained_steps:,} steps (violator rate {violator_rate:.1%})')
@@ -113,4 +157,8 @@ def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
             f'{madds / step_s / 1e9:.2f} G multiply-adds/s ({madds / step_s / rate:.0%} of the matmul)')
       for k, ms, op in top:
         print(f'    {ms:7.3f} ms  {k:<32} {op}')
+      if ab is not None:
+        print(f'    the native row kernel against XLA\'s form: {ab["native_ms"]:.2f} against '
+              f'{ab["xla_ms"]:.2f} ms a step (medians), paired ratio {ab["ratio"]:.2f} '
+              f'(interquartile {ab["ratio_iqr"][0]:.2f}–{ab["ratio_iqr"][1]:.2f})')
   return rows

@@ -19,6 +19,7 @@ sums). WSABIE_JAX_NATIVE=0 turns the kernel off.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -40,15 +41,32 @@ TARGET = 'wsabie_add_scaled_rows'
 BUILD_SECONDS = 300  # a build that takes longer is abandoned (the XLA form is used)
 
 
+_turned_off = False
+
+
 def enabled() -> bool:
-  return os.environ.get('WSABIE_JAX_NATIVE', '1') != '0'
+  """Whether ops traced now may take the kernel (WSABIE_JAX_NATIVE, `turned_off`)."""
+  return not _turned_off and os.environ.get('WSABIE_JAX_NATIVE', '1') != '0'
+
+
+@contextlib.contextmanager
+def turned_off():
+  """XLA's form for the ops traced inside (the profile's A/B, tests)."""
+  global _turned_off
+  saved, _turned_off = _turned_off, True
+  try:
+    yield
+  finally:
+    _turned_off = saved
+
+
+def available() -> bool:
+  """Whether the kernel is enabled, built and registered with JAX (built on the first call)."""
+  return enabled() and _loaded()
 
 
 @functools.lru_cache(maxsize=None)
-def available() -> bool:
-  """Whether the kernel is built and registered with JAX (built on the first call)."""
-  if not enabled():
-    return False
+def _loaded() -> bool:
   try:
     library = ctypes.cdll.LoadLibrary(str(_built()))
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.WsabieAddScaledRows),
