@@ -93,3 +93,14 @@ def test_native_kernel_updates_a_donated_table_in_place():
   hlo = jax.jit(native_rows.add_scaled_rows, donate_argnums=0).lower(*operands).compile().as_text()
   assert 'wsabie_add_scaled_rows' in hlo
   assert not re.search(r'f32\[4096,64\]\{1,0\} copy\(', hlo), hlo
+
+
+def test_no_compiler_leaves_xla_with_a_warning(monkeypatch, tmp_path, caplog):
+  """A build that cannot run is not an error: the kernel is reported unused,
+  naming why, and the scatters stay XLA's (the test above)."""
+  monkeypatch.setenv('CXX', str(tmp_path / 'no-such-compiler'))
+  monkeypatch.setenv('WSABIE_JAX_CACHE', str(tmp_path))
+  with caplog.at_level('WARNING', logger='wsabie_jax'):
+    assert native_rows._loaded.__wrapped__() is False  # (uncached: this process's kernel stays)
+  assert 'no-such-compiler' in caplog.text and 'not used' in caplog.text
+  assert not list(tmp_path.glob('native/*.so'))
