@@ -15,7 +15,8 @@ are 'auto': the run fits them to the training set's sizes when it starts
 It trains 100 epochs; with a time budget (--config.train.max_seconds=60)
 as many as the budget holds while validation improves (train.num_epochs
 'auto': no epoch cap), validating about 30 times over the budget whatever
-the data's speed (train.evals_per_budget) and at least every 10 epochs
+the data's speed (train.evals_per_budget; fewer where one validation
+costs more than a quarter of the steps between two) and at least every 10 epochs
 (small sets run tens of epochs a second and overfit between validations
 spread over a minute), patience 8 of them; it tests the best checkpoint.
 

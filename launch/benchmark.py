@@ -68,8 +68,9 @@ _PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suite.'
 _PANEL_BUDGETS = flags.DEFINE_list('panel_budgets', ['10', '60', '300'], 'Seconds (panel suite).')
 _PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_mulan.py',
                                     'The one config file of the panel suite.')
-_PANEL_RUNS = flags.DEFINE_integer('panel_runs', 3, 'Runs of ours a budget up to 60 s, pairs/s '
-                                   'their median (panel suite; longer budgets run once).')
+_PANEL_RUNS = flags.DEFINE_integer('panel_runs', 3, 'Runs of ours a budget whose first run '
+                                   'lasts under 60 s, pairs/s their median (panel suite; a '
+                                   'longer run is not repeated).')
 _PANEL_OVERRIDE = flags.DEFINE_multi_string(
     'panel_override', [], "SECTION.KEY=VALUE set in ours' config after the file's, before its "
     "'auto' fields are fitted (panel and profile suites), e.g. train.select_metric=p@1.")

@@ -101,3 +101,35 @@ def test_budget_interval_waits_for_a_quarter_interval_of_speed():
   train = settings.TrainConfig(max_seconds=100.0, evals_per_budget=10)
   assert hooks.budget_interval(train, 10, 1.0, 0.0) == 0  # 1 s < a quarter of 10 s
   assert hooks.budget_interval(train, 30, 3.0, 0.0) == 100
+
+
+def test_validation_spacing_keeps_validations_to_a_share_of_the_budget():
+  """A validation that costs as much as many steps (many labels) widens the
+  interval until the steps take (1 − share) / share times as long: 0.3 s at
+  10 ms a step → 90 steps. The first validation (it compiles) does not count,
+  nor does a run without a budget; the epochs' cap still holds."""
+  clock, timing = Clock(), types.SimpleNamespace(speed=(100, 1.0))
+  train = settings.TrainConfig(batch_size=10, eval_every_steps=20, max_seconds=10.0,
+                               evals_per_budget=30)
+  record, changes = {}, []
+  spacing = hooks.ValidationSpacing(train, record, 10_000, timing, clock)
+  spacing.on_change = changes.append
+  assert hooks.MAX_VALIDATION_SHARE == 0.25
+  spacing.validated(5.0)  # the first: compiling
+  assert spacing.every == 20 and changes == []
+  spacing.validated(0.3)
+  assert spacing.every == record['eval_every_steps'] == 90 and changes == [90]
+  spacing.validated(0.1)  # cheap enough at 90 steps: kept
+  assert spacing.every == 90 and changes == [90]
+  capped = hooks.ValidationSpacing(
+      settings.TrainConfig(batch_size=10, eval_every_steps=20, max_seconds=10.0,
+                           evals_per_budget=30, max_epochs_between_evals=5.0), {}, 100, timing,
+      clock)
+  capped.validated(5.0)
+  capped.validated(0.3)
+  assert capped.every == 50  # 5 epochs of 10 steps
+  unbudgeted = hooks.ValidationSpacing(settings.TrainConfig(batch_size=10, eval_every_steps=20),
+                                       {}, 10_000, timing, clock)
+  unbudgeted.validated(5.0)
+  unbudgeted.validated(0.3)
+  assert unbudgeted.every == 20

@@ -1,5 +1,6 @@
 """The panel suite's pieces that need no LightFM: reading a panel entry, the
 data-agnostic config's rules, the ratio table."""
+import ml_collections
 import pytest
 
 from tests import helpers
@@ -162,3 +163,22 @@ def test_step_profile_ranks_the_kernels(tmp_path):
     if ab is not None:
       assert ab['xla_ms'] > 0 and ab['native_ms'] > 0
       assert ab['ratio_iqr'][0] <= ab['ratio'] <= ab['ratio_iqr'][1]
+
+
+def test_ours_repeats_a_short_run_at_any_budget(monkeypatch):
+  """A run stopped on patience after seconds is as noisy at 300 s as at 10 s:
+  it runs panel.RUNS times, pairs/s their median; one that lasts ONE_RUN_FROM
+  seconds or more runs once."""
+  lasts = iter([2.0, 2.0, 2.0, 120.0])  # the 300-s budget's runs, then the 600-s one's
+  rates = iter([100.0, 300.0, 200.0, 50.0])
+
+  def fake_run(config, workdir):
+    return {'train_seconds': next(lasts), 'train_examples_per_sec': next(rates), 'p@1': 0.5,
+            'p@5': 0.2, 'map': 0.4, 'epochs': 3.0, 'stopped': 'early_stopping'}
+
+  monkeypatch.setattr(panel.run, 'train_and_evaluate', fake_run)
+  config = ml_collections.ConfigDict({'train': {'max_seconds': 0.0, 'max_steps': 0},
+                                  'model': {'dim': 8}})
+  short, long = panel._ours(config, budgets=(300.0, 600.0))
+  assert short['pairs_per_sec_runs'] == [100.0, 300.0, 200.0] and short['pairs_per_sec'] == 200.0
+  assert long['pairs_per_sec_runs'] == [50.0]

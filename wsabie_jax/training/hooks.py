@@ -110,6 +110,13 @@ class StopDecision:
     call.stop = 'interrupted' if decided & 2 else 'max_seconds' if decided & 1 else call.stop
 
 
+# A budgeted run's validations take at most this share of its time: with many
+# labels one costs as much as many steps (standin:many_tags' 815 images ×
+# 12,335 labels: about 0.3 s, 70 steps), and 30 of them in a 10-s budget
+# left the steps under half of it.
+MAX_VALIDATION_SHARE = 0.25
+
+
 class ValidationSpacing:
   """The validation interval in steps, `every`: train.eval_every_steps, at most
   max_epochs_between_evals epochs (a fast run on a small set runs many epochs
@@ -117,7 +124,9 @@ class ValidationSpacing:
   evals_per_budget set it is refitted once, to spread that many validations
   over what is left of the budget at the speed measured (StepTime.speed),
   and kept in the record so a resumed run validates where the first would
-  have. `on_change(every)`: the dispatcher cuts its calls there."""
+  have; and widened after a validation (`validated`) that took more than
+  MAX_VALIDATION_SHARE of an interval's time. `on_change(every)`: the
+  dispatcher cuts its calls there."""
 
   def __init__(self, train, record: dict, examples: int, step_time: StepTime, clock: Clock):
     self.train, self.record, self.step_time, self.clock = train, record, step_time, clock
@@ -125,6 +134,27 @@ class ValidationSpacing:
     self.cap = (max(1, math.ceil(epochs * examples / train.batch_size)) if epochs else math.inf)
     self.every = min(record.get('eval_every_steps') or train.eval_every_steps, self.cap)
     self.on_change: Callable[[int], None] = lambda every: None
+    self.validations = 0
+
+  def validated(self, seconds: float) -> None:
+    """After a validation of `seconds` (wall-clock) in a budgeted run: the
+    interval widened to the steps that take (1 − share) / share times as
+    long, if it is shorter (within the epochs' cap). The run's first
+    validation compiles its program, so its time is not a validation's."""
+    self.validations += 1
+    train = self.train
+    if (self.validations < 2 or not (train.max_seconds and train.evals_per_budget)
+        or not self.step_time.speed or self.step_time.speed[0] <= 0):
+      return
+    steps, step_seconds = self.step_time.speed
+    share = MAX_VALIDATION_SHARE
+    least = parallel.agreed(math.ceil(seconds * (1 - share) / share * steps / max(step_seconds,
+                                                                                  1e-9)))
+    if min(least, self.cap) > self.every:
+      self.record['eval_every_steps'] = self.every = min(least, self.cap)
+      self.on_change(self.every)
+      log.info('validating every %d steps: a validation takes %.2f s, at most %.0f%% of the time',
+               self.every, seconds, 100 * share)
 
   def after(self, call: Call) -> None:
     train = self.train

@@ -174,7 +174,9 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         validate = hooks.crossed(step, done, steps.eval_every) or last
         save = hooks.crossed(step, done, train.checkpoint_every_steps) or last or call.stop
         if validate or save:
-          _check_and_validate(call, validate, method, recorder, ckpts, clock)
+          seconds = _check_and_validate(call, validate, method, recorder, ckpts, clock)
+          if seconds is not None:
+            spacing.validated(seconds)
         if save or call.stop:
           _save(call, stream, recorder, ckpts, clock)
         if call.stop:
@@ -189,15 +191,20 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
 
 
 def _check_and_validate(call, validate: bool, method: Method, recorder: Recorder, ckpts,
-                        clock: Clock) -> None:
+                        clock: Clock) -> float | None:
   """At a boundary: the state checked finite, then validated (a stop when
-  patience has run out). The steps' time counts; what reads the state does not."""
+  patience has run out). The steps' time counts; what reads the state does
+  not. Returns the validation's seconds (None: none ran)."""
   jax.block_until_ready(call.state)
   step_seconds = clock.step_seconds
   with clock.excluded():  # (the finiteness check's first call compiles)
     _check_finite(call.stats, ckpts, call.state)
-    if validate and _validate(method, call.state, recorder, ckpts, step_seconds):
+    if not validate:
+      return None
+    start = clock.seconds
+    if _validate(method, call.state, recorder, ckpts, step_seconds):
       call.stop = call.stop or 'early_stopping'
+    return clock.seconds - start
 
 
 def _save(call, stream, recorder: Recorder, ckpts, clock: Clock) -> None:
