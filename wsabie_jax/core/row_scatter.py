@@ -5,8 +5,8 @@ update by its pieces) without an N×D buffer that leaves the cache.
 XLA:CPU writes a gather's N×D rows to memory before a scatter-add reads them
 back; at the stand-ins' N (41–65k non-zeros at D 128: 21–33 MB) that
 round trip costs more than the arithmetic. On the CPU the op runs as one
-C++ kernel where it can be built (core/native_rows.py: no buffer at all,
-about half the time), else in chunks of at most CHUNK_FLOATS gathered floats
+C++ kernel where it can be built (core/native_rows.py: no buffer at all;
+the stand-ins' steps take 0.73–0.95 of their time with the chunks), else in chunks of at most CHUNK_FLOATS gathered floats
 (a lax.scan), each chunk staying in cache between the two. On other backends
 the one-op form is kept (their gathers and scatters fuse).
 """

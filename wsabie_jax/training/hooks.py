@@ -112,8 +112,8 @@ class StopDecision:
 
 # A budgeted run's validations take at most this share of its time: with many
 # labels one costs as much as many steps (standin:many_tags' 815 images ×
-# 12,335 labels: about 0.3 s, 70 steps), and 30 of them in a 10-s budget
-# left the steps under half of it.
+# 12,335 labels: 0.34–0.38 s, about 80 steps), and 30 of them in a 10-s
+# budget left the steps 2.4 s of it (docs/RESULTS.md).
 MAX_VALIDATION_SHARE = 0.25
 
 
