@@ -22,6 +22,7 @@ from ml_collections import config_flags
 
 from wsabie_jax import config as config_lib
 from wsabie_jax.config.schema import ConfigError
+from wsabie_jax.core import user_cache
 from wsabie_jax.core.metrics import NonFiniteScores
 from wsabie_jax.data import DataError
 from wsabie_jax.data.wordnet import WordNetMissing
@@ -38,8 +39,8 @@ _CACHE = flags.DEFINE_bool(
 
 def cache_dir() -> str:
   """Where compiled programs are kept ($WSABIE_JAX_CACHE, else under the user's cache)."""
-  base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
-  return os.environ.get('WSABIE_JAX_CACHE') or os.path.join(base, 'wsabie_jax', 'jax')
+  root = user_cache.root()
+  return str(root if os.environ.get('WSABIE_JAX_CACHE') else root / 'jax')
 
 
 def use_compilation_cache() -> None:

@@ -17,9 +17,9 @@ splits of the training files (panel.choose), and the test files only score.
 """
 from __future__ import annotations
 
-import os
 import pathlib
 
+from wsabie_jax.core import user_cache
 from wsabie_jax.data import libsvm, synthetic
 
 SPECS = {
@@ -44,8 +44,7 @@ def folder(name: str, root: str | None = None) -> pathlib.Path:
   ~/.cache/wsabie_jax/standins)."""
   if name not in SPECS:
     raise ValueError(f'stand-in {name!r} is not one of {sorted(SPECS)}')
-  root = root or os.path.join(os.environ.get('WSABIE_JAX_CACHE') or os.path.join(
-      os.path.expanduser('~'), '.cache', 'wsabie_jax'), 'standins')
+  root = root or user_cache.root() / 'standins'
   out = pathlib.Path(root) / name
   if not (out / 'test.txt').exists():
     out.mkdir(parents=True, exist_ok=True)

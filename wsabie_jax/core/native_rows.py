@@ -35,6 +35,8 @@ import tempfile
 import jax
 import jax.numpy as jnp
 
+from wsabie_jax.core import user_cache
+
 log = logging.getLogger('wsabie_jax')
 
 SOURCE = pathlib.Path(__file__).with_suffix('.cc')
@@ -106,7 +108,7 @@ def _built() -> pathlib.Path:
   key = hashlib.sha256(b'\0'.join(
       s if isinstance(s, bytes) else s.encode()
       for s in (source, jax.__version__, version, platform.machine(), _cpu()))).hexdigest()[:16]
-  library = _cache_dir() / f'native_rows-{key}.so'
+  library = user_cache.root() / 'native' / f'native_rows-{key}.so'
   if library.exists():
     return library
   library.parent.mkdir(parents=True, exist_ok=True)
@@ -125,12 +127,6 @@ def _built() -> pathlib.Path:
     os.replace(out, library)
   log.info('wsabie_jax: built the native row kernel %s', library)
   return library
-
-
-def _cache_dir() -> pathlib.Path:
-  base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
-  root = os.environ.get('WSABIE_JAX_CACHE') or os.path.join(base, 'wsabie_jax')
-  return pathlib.Path(root) / 'native'
 
 
 def _cpu() -> str:
