@@ -133,6 +133,24 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   assert rows[1]['num_draws'] == 10
 
 
+def test_every_search_candidate_builds_a_step(tmp_path):
+  """Each candidate of each panel.SEARCH round (--suite=panel_search
+  --panel_round=N) names real fitting knobs and config fields: it resolves to
+  a step config on a set, as `choose` resolves it before training."""
+  name, data = panel.data_config(str(_mulan_folder(tmp_path)))
+  data.validation_fraction = 0.2
+  train = load_splits(data)[0]
+  for round_, candidates in panel.SEARCH.items():
+    for cand in candidates:
+      cfg, batch_size, config = panel.ours_settings(panel.DEFAULT_CONFIG, data, train,
+                                                    cand.get('overrides'),
+                                                    **cand.get('knobs', {}))
+      for path, value in cand.get('overrides', {}).items():
+        section, key = path.split('.')
+        assert config[section][key] == value, (round_, cand)
+      assert batch_size > 0 and cfg.loss.num_draws >= 1, (round_, cand)
+
+
 def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   """panel.seconds_to: the seconds of steps to a test p@1; training ends once
   it is reached (a target of 0 at the first scoring), None where it is not
@@ -145,6 +163,7 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   assert panel.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
 
 
+@pytest.mark.slow  # the profile benchmark end to end: a trace and the kernel's A/B compiled
 def test_step_profile_ranks_the_kernels(tmp_path):
   """launch/benchmark.py --suite=profile: the step's multiply-adds a second and
   XLA's kernels from a profiler trace, each named with the op it computes."""

@@ -223,6 +223,7 @@ def _small_parts_config(arg: str):
   return c
 
 
+@pytest.mark.slow  # a whole training through the loop
 def test_parts_method_trains_through_the_loop(tmp_path):
   """The proxy data from WordNet-mode synthetic images, trained and scored by the loop."""
   from wsabie_jax.api import run
