@@ -33,7 +33,8 @@ Suites:
              (--panel_override=train.select_metric=p@1: ours with one setting changed)
   panel_search  (by name) panel.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
              trained --budget_seconds on every panel set's training file less a 20%
-             validation split and scored there (test files unread).
+             validation split and scored there (test files unread); with
+             --panel_search_peer, LightFM on the same splits beside them.
   tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
              by matmuls (wsabie/table_reads.py, model.tables): ms/step on each --panel set
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
@@ -86,6 +87,9 @@ def _overrides_parse(items):
 
 
 _PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEARCH (panel_search).')
+_PANEL_SEARCH_PEER = flags.DEFINE_bool(
+    'panel_search_peer', False, 'panel_search: LightFM (max_sampled 10 and Y) on the same '
+    'validation splits, kept at its best of the same validations, beside the candidates.')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')
 _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
 
@@ -96,7 +100,7 @@ def main(argv):
   result = suites.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value, _PANEL.value,
                           [float(b) for b in _PANEL_BUDGETS.value], _PANEL_CONFIG.value,
                           _PANEL_ROUND.value, _PANEL_RUNS.value,
-                          parse_overrides(_PANEL_OVERRIDE.value))
+                          parse_overrides(_PANEL_OVERRIDE.value), _PANEL_SEARCH_PEER.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

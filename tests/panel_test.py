@@ -133,6 +133,33 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   assert rows[1]['num_draws'] == 10
 
 
+def test_the_search_sets_lightfm_beside_the_candidates(tmp_path, monkeypatch):
+  """--panel_search_peer: LightFM at max_sampled 10 and Y on the same validation
+  split, read at SELECTIONS even points of one run and kept at its best MAP (as
+  a candidate is kept), listed after the candidates (a fake LightFM: the
+  tests do not install it)."""
+  calls = []
+
+  def fake_lightfm(train, valid, dim, threads, budgets, max_sampled):
+    calls.append((train.num_images, valid.num_images, dim, list(budgets), max_sampled))
+    maps = [0.1] * len(budgets)
+    maps[3] = 0.9  # the fourth read is the best on MAP, the last the best on p@1
+    return [{'system': f'LightFM max_sampled={max_sampled}', 'budget': b, 'p@1': 0.2 + i / 100,
+             'p@5': 0.1, 'map': m, 'pairs_per_sec': 100.0 * max_sampled}
+            for i, (b, m) in enumerate(zip(budgets, maps))]
+
+  monkeypatch.setattr(panel, '_lightfm', fake_lightfm)
+  rows = panel.choose([str(_mulan_folder(tmp_path))], [{}], budget=0.3, peer=True)
+  assert [r['candidate'] for r in rows] == [0, 'LightFM max_sampled=10',
+                                            'LightFM max_sampled=374']
+  assert [c[4] for c in calls] == [10, 374]
+  reads = calls[0][3]
+  assert len(reads) == panel.SELECTIONS and reads[-1] == pytest.approx(0.3)
+  assert calls[0][2] == 128 and calls[0][0] + calls[0][1] == 4500  # the config's D; its split
+  assert [r['p@1'] for r in rows[1:]] == [pytest.approx(0.23)] * 2  # kept on MAP
+  assert rows[2]['pairs_per_sec'] == 37400.0
+
+
 def test_every_search_candidate_builds_a_step(tmp_path):
   """Each candidate of each panel.SEARCH round (--suite=panel_search
   --panel_round=N) names real fitting knobs and config fields: it resolves to

@@ -257,12 +257,16 @@ SELECTIONS = 10  # validations a candidate's run is kept at the best of (`choose
 
 
 def choose(specs, candidates: list[dict], budget: float = 20.0,
-           config_path: str = 'configs/wsabie_mulan.py', valid_fraction: float = 0.2) -> list[dict]:
+           config_path: str = 'configs/wsabie_mulan.py', valid_fraction: float = 0.2,
+           peer: bool = False) -> list[dict]:
   """Each candidate ({'knobs': {…fit's}, 'overrides': {'model.dim': …}}) trained
   `budget` seconds on every set's training file less a validation split, and
   scored on that split at its best of SELECTIONS validations (the test files
   are not read for this). Prints valid
-  p@1 per set and each candidate's mean p@1 relative to the best on each set."""
+  p@1 per set and each candidate's mean p@1 relative to the best on each set.
+  `peer`: LightFM's WARP (max_sampled 10 and Y) on the same split too, kept
+  the same way (`_peer_rows`), printed beside the candidates, not counted in
+  their best."""
   rows = []
   for spec in specs:
     name, data = data_config(spec)
@@ -293,6 +297,10 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
       print(f'{name:<10} #{i} {cand}  B={batch_size} K={cfg.loss.num_draws}: valid p@1 '
             f'{rows[-1]["p@1"]:.4f} MAP {rows[-1]["map"]:.4f} {rows[-1]["pairs_per_sec"]:,.0f} '
             'pairs/s', flush=True)
+    if peer:
+      rows += _peer_rows(name, data, sizes, config_path, budget)
+  peers = [r for r in rows if isinstance(r['candidate'], str)]
+  rows = [r for r in rows if not isinstance(r['candidate'], str)]
   sets = sorted({r['set'] for r in rows})
   best = {s: max(r['p@1'] for r in rows if r['set'] == s) for s in sets}
   print('\ncandidate  ' + '  '.join(f'{s:>9}' for s in sets) + '  mean p@1 ÷ best')
@@ -300,6 +308,28 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
     mine = {r['set']: r['p@1'] for r in rows if r['candidate'] == i}
     rel = np.mean([mine[s] / max(best[s], 1e-9) for s in sets])
     print(f'#{i:<9} ' + '  '.join(f'{mine[s]:>9.4f}' for s in sets) + f'  {rel:.4f}  {cand}')
+  for system in sorted({r['candidate'] for r in peers}):
+    theirs = {r['set']: r['p@1'] for r in peers if r['candidate'] == system}
+    print(f'{"":<10} ' + '  '.join(f'{theirs[s]:>9.4f}' for s in sets) + f'  {"":>6}  {system}')
+  return rows + peers
+
+
+def _peer_rows(name: str, data, sizes, config_path: str, budget: float) -> list[dict]:
+  """LightFM's WARP at max_sampled 10 and Y on the split `choose` trains the
+  config on (its data section: normalisation, bias feature), at the config's
+  D: one run of `budget` seconds each, read at SELECTIONS even points (off
+  the clock) and kept at its best MAP, as a candidate's run is kept."""
+  cfg, _, config = ours_settings(config_path, data, sizes)
+  train, valid, _ = load_splits(config.data)
+  reads = [budget * (i + 1) / SELECTIONS for i in range(SELECTIONS)]
+  rows = []
+  for max_sampled in (10, train.num_labels):
+    got = _lightfm(train, valid, cfg.model.dim, 2, reads, max_sampled)
+    kept = max(got, key=lambda g: g['map'])
+    rows.append({'set': name, 'candidate': kept['system'], 'pairs_per_sec': got[-1]['pairs_per_sec'],
+                 **{k: kept[k] for k in ('p@1', 'p@5', 'map')}})
+    print(f'{name:<10} {kept["system"]}: valid p@1 {kept["p@1"]:.4f} MAP {kept["map"]:.4f} '
+          f'{rows[-1]["pairs_per_sec"]:,.0f} pairs/s', flush=True)
   return rows
 
 
@@ -411,6 +441,10 @@ ROUND_14 = [
     {'knobs': {'large_max_draws': 300}},
     {'knobs': {'large_max_draws': 300, 'large_learning_rate': 0.02}},
 ]
+# Round 15: the config alone, for a long budget beside LightFM on the same
+# validation split (--panel_search_peer).
+ROUND_15 = [{}]
 SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
           8: ROUND_8, 9: ROUND_9, 10: ROUND_10, 11: ROUND_11,
-          12: ROUND_12, 13: ROUND_13, 14: ROUND_14}
+          12: ROUND_12, 13: ROUND_13, 14: ROUND_14,
+          15: ROUND_15}

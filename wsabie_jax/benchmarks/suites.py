@@ -151,9 +151,11 @@ def skipgram_epoch(small: bool):
 def run(suites, small: bool = False, budget_seconds: float = 130.0,
         data=('synthetic', 'corel5k'), panel=('corel5k',), panel_budgets=(10.0, 60.0, 300.0),
         panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1,
-        panel_runs: int = 3, panel_overrides: dict | None = None) -> dict:
+        panel_runs: int = 3, panel_overrides: dict | None = None,
+        panel_search_peer: bool = False) -> dict:
   """The named suites ('all' for every one), with the device and CPU count.
-  `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel."""
+  `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel.
+  `panel_search_peer`: LightFM on panel_search's validation splits too."""
   unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}
   if unknown:
     raise ValueError(f'unknown suites {sorted(unknown)}: choose from {SUITES + EXTRA_SUITES}')
@@ -187,7 +189,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     result['checkpoints'] = checkpoint_cost(small)
   if 'panel_search' in suites:
     from wsabie_jax.benchmarks import panel as panel_lib
-    result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds)
+    result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds,
+                                              peer=panel_search_peer)
   return result
 
 
