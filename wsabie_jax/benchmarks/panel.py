@@ -441,8 +441,10 @@ ROUND_14 = [
     {'knobs': {'large_max_draws': 300}},
     {'knobs': {'large_max_draws': 300, 'large_learning_rate': 0.02}},
 ]
-# Round 15: the config alone, for a long budget beside LightFM on the same
-# validation split (--panel_search_peer).
+# Round 15: the config alone, beside LightFM on the same validation split
+# (--panel_search_peer). Past a minute the SELECTIONS reads come after a set's
+# peak in its first seconds (many_labels'), where a run of the config validates
+# every few epochs: ours' row then reads low (docs/RESULTS.md).
 ROUND_15 = [{}]
 SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
           8: ROUND_8, 9: ROUND_9, 10: ROUND_10, 11: ROUND_11,
