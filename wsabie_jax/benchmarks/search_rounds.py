@@ -1,0 +1,124 @@
+"""The search that chose configs/wsabie_mulan.py's settings: each round a list
+of candidates for `panel.choose` (launch/benchmark.py --suite=panel_search
+--panel_round=N), each a dict of fitting knobs (wsabie/fitting.Rules) and
+config overrides ('section.field': value). docs/RESULTS.md "One config for
+any multi-label set" has each round's figures and what it decided.
+"""
+
+# The search run to choose configs/wsabie_mulan.py's settings: round 1 varies
+# one setting at a time from the first; round 2 combines round 1's best (more
+# steps a epoch's worth of bigger batches; a lower rate). README "Defaults
+# across data" has its figures.
+ROUND_1 = [
+    {},
+    {'knobs': {'steps_per_epoch': 25}},
+    {'knobs': {'steps_per_epoch': 400}},
+    {'knobs': {'max_draws': 20}},
+    {'overrides': {'optim.learning_rate': 0.03}},
+    {'overrides': {'optim.learning_rate': 0.003}},
+    {'overrides': {'model.dim': 64}},
+    {'overrides': {'loss.violators': 'first', 'loss.rank_estimate': 'first_violator'}},
+    {'overrides': {'model.max_norm': 1.0}},
+    {'overrides': {'data.bias_feature': 0.0}},
+    # fast: LightFM's pace (a few draws, big batches, its D)
+    {'knobs': {'steps_per_epoch': 25, 'max_draws': 10}, 'overrides': {'model.dim': 64}},
+    {'knobs': {'steps_per_epoch': 25, 'max_draws': 10},
+     'overrides': {'model.dim': 64, 'optim.learning_rate': 0.05}},
+]
+ROUND_2 = [
+    {'knobs': {'steps_per_epoch': 25}},
+    {'knobs': {'steps_per_epoch': 25}, 'overrides': {'optim.learning_rate': 0.005}},
+    {'knobs': {'steps_per_epoch': 50}, 'overrides': {'optim.learning_rate': 0.005}},
+    {'knobs': {'steps_per_epoch': 25}, 'overrides': {'optim.learning_rate': 0.003}},
+    {'knobs': {'steps_per_epoch': 25}, 'overrides': {'model.dim': 64}},
+]
+# Round 3, after rows of an image's pairs (train.positives_per_row): how many
+# steps an epoch now, against round 2's choice (a pair a row, 25).
+ROUND_3 = [
+    {'knobs': {'group_pairs': False, 'steps_per_epoch': 25}},
+    {'knobs': {'steps_per_epoch': 25}},
+    {'knobs': {'steps_per_epoch': 12}},
+    {'knobs': {'steps_per_epoch': 6}},
+]
+# Round 4, after cheaper draws and packing: fewer, bigger steps an epoch (the
+# small sets' fixed cost a step), with and without a higher rate.
+ROUND_4 = [
+    {'knobs': {'steps_per_epoch': 6}},
+    {'knobs': {'steps_per_epoch': 3}},
+    {'knobs': {'steps_per_epoch': 2}},
+    {'knobs': {'steps_per_epoch': 3}, 'overrides': {'optim.learning_rate': 0.02}},
+]
+# Round 5: a floor under B, for the smallest sets (a step's fixed cost).
+ROUND_5 = [
+    {},
+    {'knobs': {'min_batch': 128}},
+    {'knobs': {'min_batch': 256}},
+    {'knobs': {'min_batch': 256}, 'overrides': {'optim.learning_rate': 0.02}},
+]
+# Round 6, on the sets whose K covers every negative (Y − 1 ≤ 100): the exact
+# rank there (every label scored, its violators counted: eq. (6) with (7)) for
+# K draws, at the draws' rate and either side of it.
+ROUND_6 = [
+    {'knobs': {'exact_ranks': False}},
+    {'knobs': {'exact_learning_rate': 0.01}},
+    {'knobs': {'exact_learning_rate': 0.02}},
+    {'knobs': {'exact_learning_rate': 0.005}},
+]
+# Round 7: the max-norm bound C (paper 000 eqs. (2)–(3)), on the six small
+# sets and on Delicious and the stand-ins (docs/RESULTS.md "The max-norm bound").
+ROUND_7 = [{'overrides': {'model.max_norm': c}} for c in (3.0, 10.0, 100.0, float('inf'))]
+# Round 8, at C 100, on Delicious and the stand-ins: the fitted rate, B and K.
+ROUND_8 = [
+    {},
+    {'overrides': {'optim.learning_rate': 0.02}},
+    {'overrides': {'optim.learning_rate': 0.005}},
+    {'knobs': {'steps_per_epoch': 12}},
+    {'knobs': {'max_draws': 300}},
+]
+# Round 9, on the sets round 8's large rate applies to (rows ≥ steps_per_epoch·
+# max_batch: Delicious and the stand-ins text, many_labels, many_tags), after
+# balanced batches made steps cheaper: that rate and two higher.
+ROUND_9 = [{'knobs': {'large_learning_rate': lr}} for lr in (0.02, 0.035, 0.05)]
+# Round 10, on the same sets at round 9's rate, with the labels read whole up
+# to Y ≤ 24·(K+Q) (wsabie/table_reads.py): fewer draws K there (a step's cost
+# grows with K; text's pairs/s was half LightFM(10)'s at 60 s). K stays 100.
+ROUND_10 = [{'knobs': {'large_max_draws': k}} for k in (100, 50, 25)]
+# Round 11, on many_tags (the one set whose labels are gathered): the batch's
+# rows sharing their draws (wsabie/batch_draws.py), at K 100 and more; B 1,024
+# as the rules then fitted it.
+_B1024 = {'overrides': {'train.batch_size': 1024}}
+ROUND_11 = [{**_B1024, 'knobs': {'batch_draws': False}}] + [
+    {**_B1024, 'knobs': {'batch_max_draws': k}} for k in (100, 300, 1000, 3000)]
+# Round 12, on many_tags with round 11's shared draws (K 300): a higher rate and
+# smaller batches (more steps an epoch) for its first seconds.
+ROUND_12 = [{'overrides': {'train.batch_size': b, **({'optim.learning_rate': lr} if lr else {})}}
+            for b, lr in ((1024, None), (1024, 0.1), (1024, 0.2), (256, None), (256, 0.1))]
+# Round 13, on tmc2007-500 (its test p@1 level with LightFM's, its validation
+# p@1 flat after a few seconds): the exact rank's rate either side, the draws
+# instead of the exact rank, a wider D, no bound, no bias feature.
+ROUND_13 = [
+    {},
+    {'knobs': {'exact_learning_rate': 0.01}},
+    {'knobs': {'exact_learning_rate': 0.0025}},
+    {'knobs': {'exact_ranks': False}},
+    {'overrides': {'model.dim': 256}},
+    {'overrides': {'model.max_norm': float('inf')}},
+    {'overrides': {'data.bias_feature': 0.0}},
+]
+# Round 14, on many_labels (it overfits after seconds at the large rate):
+# Alg. 1's first violator as LightFM takes it, more draws, more draws at a lower rate.
+ROUND_14 = [
+    {},
+    {'overrides': {'loss.violators': 'first', 'loss.rank_estimate': 'first_violator'}},
+    {'knobs': {'large_max_draws': 300}},
+    {'knobs': {'large_max_draws': 300, 'large_learning_rate': 0.02}},
+]
+# Round 15: the config alone, beside LightFM on the same validation split
+# (--panel_search_peer). Past a minute the SELECTIONS reads come after a set's
+# peak in its first seconds (many_labels'), where a run of the config validates
+# every few epochs: ours' row then reads low (docs/RESULTS.md).
+ROUND_15 = [{}]
+SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
+          8: ROUND_8, 9: ROUND_9, 10: ROUND_10, 11: ROUND_11,
+          12: ROUND_12, 13: ROUND_13, 14: ROUND_14,
+          15: ROUND_15}
