@@ -268,7 +268,7 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
   `peer`: LightFM's WARP (max_sampled 10 and Y) on the same split too, kept
   the same way (`_peer_rows`), printed beside the candidates, not counted in
   their best."""
-  rows = []
+  rows, peers = [], []
   for spec in specs:
     name, data = data_config(spec)
     data.validation_fraction = valid_fraction
@@ -299,9 +299,7 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
             f'{rows[-1]["p@1"]:.4f} MAP {rows[-1]["map"]:.4f} {rows[-1]["pairs_per_sec"]:,.0f} '
             'pairs/s', flush=True)
     if peer:
-      rows += _peer_rows(name, data, sizes, config_path, budget)
-  peers = [r for r in rows if isinstance(r['candidate'], str)]
-  rows = [r for r in rows if not isinstance(r['candidate'], str)]
+      peers += _peer_rows(name, data, sizes, config_path, budget)
   sets = sorted({r['set'] for r in rows})
   best = {s: max(r['p@1'] for r in rows if r['set'] == s) for s in sets}
   print('\ncandidate  ' + '  '.join(f'{s:>9}' for s in sets) + '  mean p@1 ÷ best')
