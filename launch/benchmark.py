@@ -30,7 +30,8 @@ Suites:
              stand-in standin:text, standin:many_labels, standin:many_tags
              (benchmarks/standins.py, written once under $WSABIE_JAX_CACHE).
              python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…,standin:text
-             (--panel_override=train.select_metric=p@1: ours with one setting changed)
+             (--panel_override=train.select_metric=p@1: ours with one setting changed;
+             --panel_seeds=3: both systems at seeds 0-2, each cell mean ± standard error)
   panel_search  (by name) panel.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread); with
@@ -72,6 +73,9 @@ _PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_mulan.py',
 _PANEL_RUNS = flags.DEFINE_integer('panel_runs', 3, 'Runs of ours a budget whose first run '
                                    'lasts under 60 s, pairs/s their median (panel suite; a '
                                    'longer run is not repeated).')
+_PANEL_SEEDS = flags.DEFINE_integer(
+    'panel_seeds', 1, 'panel: both systems run with seeds 0 … N − 1 (ours: init, draws and '
+    'validation split; LightFM: random_state), each cell their mean ± standard error.', lower_bound=1)
 _PANEL_OVERRIDE = flags.DEFINE_multi_string(
     'panel_override', [], "SECTION.KEY=VALUE set in ours' config after the file's, before its "
     "'auto' fields are fitted (panel and profile suites), e.g. train.select_metric=p@1.")
@@ -100,7 +104,8 @@ def main(argv):
   result = suites.run(_SUITE.value, _SMALL.value, _BUDGET.value, _DATA.value, _PANEL.value,
                           [float(b) for b in _PANEL_BUDGETS.value], _PANEL_CONFIG.value,
                           _PANEL_ROUND.value, _PANEL_RUNS.value,
-                          parse_overrides(_PANEL_OVERRIDE.value), _PANEL_SEARCH_PEER.value)
+                          parse_overrides(_PANEL_OVERRIDE.value), _PANEL_SEARCH_PEER.value,
+                          _PANEL_SEEDS.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

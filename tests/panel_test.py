@@ -100,6 +100,18 @@ def test_ratio_table():
   assert '| a | 0.500 | 3.0 s |' in text and '| b | 0.900 | > 30 s |' in text
 
 
+def test_seeded_rows_give_the_gap_in_standard_errors():
+  row = {'set': 's', 'budget': 60.0, 'dim': 8, 'p@5': 0.1, 'map': 0.2, 'epochs': 1.0,
+         'pairs_per_sec': 10.0}
+  rows = [{**row, 'system': 'wsabie_jax', 'p@1': 0.70, 'p@1_sem': 0.003},
+          {**row, 'system': 'LightFM max_sampled=10', 'p@1': 0.72, 'p@1_sem': 0.004},
+          {**row, 'system': 'LightFM max_sampled=9', 'p@1': 0.60, 'p@1_sem': 0.001}]
+  text = panel.table(rows)
+  # −0.020 over √(0.003² + 0.004²) = 0.005: four standard errors, against the better LightFM
+  assert '| s | 60 s | 0.97 | 1.00 | -0.020 (-4.0) |' in text
+  assert '| s | 60 s | wsabie_jax | 8 | 0.700 ± 0.003 |' in text
+
+
 def test_overrides_read_literals_and_name_a_bad_one(tmp_path):
   got = args.parse_overrides(['train.select_metric=p@1', 'model.dim=64', 'model.max_norm=inf'])
   assert got == {'train.select_metric': 'p@1', 'model.dim': 64, 'model.max_norm': float('inf')}
@@ -118,6 +130,10 @@ def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
   row = panel._median_run(got)
   assert (row['pairs_per_sec'], row['p@1'], row['seconds']) == (450.0, 0.5, 1.5)
   assert row['pairs_per_sec_runs'] == [300.0, 480.0, 450.0] and row['p@1_runs'] == [0.5, 0.6, 0.5]
+  assert row['p@1_sem'] is None
+  two = panel._median_run(got, seeds=2)  # the first two runs are two seeds: their mean
+  assert two['p@1'] == pytest.approx(0.55) and two['p@1_sem'] == pytest.approx(0.05)
+  assert two['pairs_per_sec'] == 450.0
 
 
 def test_the_search_trains_each_candidate_on_each_set(tmp_path):
@@ -228,3 +244,37 @@ def test_ours_repeats_a_short_run_at_any_budget(monkeypatch):
   short, long = panel._ours(config, budgets=(300.0, 600.0))
   assert short['pairs_per_sec_runs'] == [100.0, 300.0, 200.0] and short['pairs_per_sec'] == 200.0
   assert long['pairs_per_sec_runs'] == [50.0]
+
+
+def test_seeds_vary_every_random_choice_of_both_systems(monkeypatch):
+  """--panel_seeds=N: ours' run i has seed and split seed i mod N (a long
+  run still runs N times), LightFM one run a seed; each budget's figures are
+  the seeds' mean."""
+  seen = []
+
+  def fake_run(config, workdir):
+    seen.append((config.seed, config.data.split_seed))
+    return {'train_seconds': 120.0, 'train_examples_per_sec': 1.0, 'p@1': 0.5 + config.seed / 10,
+            'p@5': 0.2, 'map': 0.4, 'epochs': 3.0, 'stopped': 'early_stopping'}
+
+  monkeypatch.setattr(panel.run, 'train_and_evaluate', fake_run)
+  config = ml_collections.ConfigDict({'seed': 0, 'data': {'split_seed': 0},
+                                      'train': {'max_seconds': 0.0, 'max_steps': 0},
+                                      'model': {'dim': 8}})
+  (row,) = panel._ours(config, budgets=(60.0,), seeds=3)
+  assert seen == [(0, 0), (1, 1), (2, 2)] and config.seed == 0  # the caller's config unchanged
+  assert row['p@1'] == pytest.approx(0.6) and row['p@1_sem'] == pytest.approx(0.1 / 3 ** 0.5)
+
+  states = []
+
+  def fake_lightfm(train, test, dim, threads, budgets, max_sampled, seed=0):
+    states.append(seed)
+    return [{'system': f'LightFM max_sampled={max_sampled}', 'budget': b, 'dim': dim,
+             'seconds': b, 'epochs': 1.0, 'pairs_per_sec': 10.0 * (seed + 1), 'p@1': 0.7 + seed / 10,
+             'p@5': 0.3, 'map': 0.5} for b in budgets]
+
+  monkeypatch.setattr(panel, '_lightfm', fake_lightfm)
+  ten, sixty = panel._lightfm_seeds(None, None, 8, 2, (10.0, 60.0), 10, seeds=2)
+  assert states == [0, 1] and (ten['budget'], sixty['budget']) == (10.0, 60.0)
+  assert sixty['p@1'] == pytest.approx(0.75) and sixty['p@1_runs'] == pytest.approx([0.7, 0.8])
+  assert sixty['pairs_per_sec'] == pytest.approx(15.0) and sixty['p@1_sem'] == pytest.approx(0.05)

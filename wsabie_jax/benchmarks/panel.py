@@ -17,6 +17,10 @@ to reach the better LightFM's 60-s test p@1 (`seconds_to`). A set costs
 about 13 minutes at 10, 60 and 300 s on 2 cores (LightFM's two 300-s runs
 are most of it); 2 minutes without the 300.
 
+With `seeds` > 1 (--panel_seeds) both systems run that many times with
+their seeds moved, and each cell is the mean with p@1's standard error:
+one run each reads a cell at parity as a coin flip.
+
 A set is 'corel5k' (shipped), a folder of Mulan files (NAME-train.arff,
 NAME-test.arff, NAME.xml, as Mulan distributes them), a libsvm pair
 'libsvm:TRAIN:TEST', or a stand-in 'standin:NAME' (benchmarks/standins.py).
@@ -87,10 +91,12 @@ def ours_settings(config_path: str, data, train, overrides: dict | None = None, 
 
 def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads: int = 2,
             config_path: str = DEFAULT_CONFIG, runs: int = 3,
-            overrides: dict | None = None) -> dict:
+            overrides: dict | None = None, seeds: int = 1) -> dict:
   """Every set × budget × system; prints the table and returns its rows. Ours
   runs with the config file's D (and `overrides`: {'train.select_metric': 'p@1'});
-  LightFM with the same D unless `dim` is given."""
+  LightFM with the same D unless `dim` is given. `seeds` > 1: both systems
+  run with seeds 0 … seeds − 1, each cell their mean test figures with p@1's
+  standard error, so a gap can be read against the spread of both."""
   budgets = sorted(budgets)
   rows = []
   for spec in specs:
@@ -109,10 +115,10 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
           f'd={train.num_features}, non-zeros mean {stats["mean_nnz"]:.0f} / max '
           f'{stats["max_nnz"]}; ours B={batch_size} K={cfg.loss.num_draws} D={cfg.model.dim}',
           flush=True)
-    snapshots = _ours(config, budgets, runs)
+    snapshots = _ours(config, budgets, runs, seeds)
     lightfm_dim = dim or cfg.model.dim
-    snapshots += _lightfm(train, test, lightfm_dim, threads, budgets, 10)
-    snapshots += _lightfm(train, test, lightfm_dim, threads, budgets, train.num_labels)
+    for max_sampled in (10, train.num_labels):
+      snapshots += _lightfm_seeds(train, test, lightfm_dim, threads, budgets, max_sampled, seeds)
     if REACH_AT in budgets:  # the seconds ours takes to reach the better LightFM's 60-s p@1
       target = max(s['p@1'] for s in snapshots
                    if s['system'] != 'wsabie_jax' and s['budget'] == REACH_AT)
@@ -123,7 +129,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
                else f'more than {REACH_WITHIN:.0f} s'), flush=True)
     for s in snapshots:
       rows.append({**stats, **s})
-      print(f'  {s["budget"]:>4.0f} s  {s["system"]:<22} p@1 {s["p@1"]:.4f}  p@5 {s["p@5"]:.4f}  '
+      print(f'  {s["budget"]:>4.0f} s  {s["system"]:<22} p@1 {_p1(s, 4)}  p@5 {s["p@5"]:.4f}  '
             f'MAP {s["map"]:.4f}  {s["pairs_per_sec"]:>9,.0f} pairs/s  {s["epochs"]:6.1f} epochs',
             flush=True)
   print(table(rows))
@@ -168,7 +174,7 @@ RUNS = 3  # ours runs each budget this many times: pairs/s their median (below) 
 ONE_RUN_FROM = 60.0  # … unless its first run lasted this long (its pairs/s steady)
 
 
-def _ours(config, budgets, runs: int = RUNS) -> list[dict]:
+def _ours(config, budgets, runs: int = RUNS, seeds: int = 1) -> list[dict]:
   """This project as a user runs it: the config on the set, its validation
   split choosing the best checkpoint, `train.max_seconds` = the budget
   (wall-clock: compilation and validations count), a separate run for each
@@ -177,39 +183,64 @@ def _ours(config, budgets, runs: int = RUNS) -> list[dict]:
   Each budget runs `runs` times: most stop early after 0.3-8 s of steps, and
   on a shared 2-core machine one such run's pairs/s read 20-35% low in a
   panel now and then (medical: 304k and 379k against 450-490k for the same
-  setting otherwise), which a 10 s or 60 s LightFM run averages away. The
-  first run's test figures are reported (as one run gives them), with the
-  median pairs/s; every run's in `pairs_per_sec_runs` and `p@1_runs`."""
+  setting otherwise), which a 10 s or 60 s LightFM run averages away.
+  `seeds` > 1 runs each budget at least that many times, run i with its
+  seeds moved by i mod `seeds` (`_seeded`). The test figures are the mean
+  of each seed's first run (one seed: the first run, as one run gives
+  them), the pairs/s the median of every run (`_median_run`)."""
   out = []
   for budget in budgets:
     config.train.update(max_seconds=float(budget), max_steps=0)  # (num_epochs as configured)
     got = []
     # (A run stopped on patience after a few seconds is as noisy at any budget.)
-    while len(got) < runs and (not got or got[0]['train_seconds'] < ONE_RUN_FROM):
+    while len(got) < seeds or (len(got) < runs and got[0]['train_seconds'] < ONE_RUN_FROM):
       with tempfile.TemporaryDirectory() as workdir:
-        got.append(run.train_and_evaluate(config, workdir))
+        got.append(run.train_and_evaluate(_seeded(config, len(got) % seeds), workdir))
     out.append({'system': 'wsabie_jax', 'budget': budget, 'dim': config.model.dim,
-                **_median_run(got)})
+                **_median_run(got, seeds)})
   return out
 
 
-def _median_run(got: list[dict]) -> dict:
-  """One row for repeated runs of one setting: the first run's test figures,
-  steps and epochs (what one run gives a user), the median pairs/s, and every
-  run's pairs/s and p@1. The runs need not stop at the same step: the
-  validation interval is fitted to the speed measured (train.evals_per_budget)."""
+def _seeded(config, offset: int):
+  """`config` with every random choice of a run moved by `offset`: the
+  initialisation and the draws (config.seed) and the validation split
+  (data.split_seed). Offset 0 is the config as a user runs it."""
+  if not offset:
+    return config
+  config = config.copy_and_resolve_references()
+  config.seed += offset
+  config.data.split_seed += offset
+  return config
+
+
+def _median_run(got: list[dict], seeds: int = 1) -> dict:
+  """One row for repeated runs of one setting: the mean test figures of the
+  first `seeds` runs (one seed each; one seed: the first run's figures, what
+  one run gives a user) with their standard error ('p@1_sem', seeds > 1),
+  the first run's steps and epochs, the median pairs/s, and every run's
+  pairs/s and p@1. The runs need not stop at the same step: the validation
+  interval is fitted to the speed measured (train.evals_per_budget)."""
   first = got[0]
   return {'seconds': first['train_seconds'],
           'pairs_per_sec': float(np.median([g['train_examples_per_sec'] for g in got])),
           'pairs_per_sec_runs': [g['train_examples_per_sec'] for g in got],
           'p@1_runs': [g['p@1'] for g in got], 'epochs': first['epochs'],
-          'stopped': first['stopped'], **{k: first[k] for k in ('p@1', 'p@5', 'map')}}
+          'stopped': first['stopped'], **_mean_over_seeds(got[:seeds])}
 
 
-def _lightfm(train, test, dim, threads, budgets, max_sampled) -> list[dict]:
+def _mean_over_seeds(got: list[dict]) -> dict:
+  """p@1, p@5 and MAP averaged over runs of different seeds, with p@1's
+  standard error of that mean where there are several (else None)."""
+  p1 = np.array([g['p@1'] for g in got])
+  sem = float(p1.std(ddof=1) / np.sqrt(len(p1))) if len(p1) > 1 else None
+  return {**{k: float(np.mean([g[k] for g in got])) for k in ('p@1', 'p@5', 'map')},
+          'p@1_sem': sem}
+
+
+def _lightfm(train, test, dim, threads, budgets, max_sampled, seed: int = 0) -> list[dict]:
   from lightfm import LightFM
   interactions, features = timed.lightfm_inputs(train)
-  lfm = LightFM(no_components=dim, loss='warp', random_state=0, max_sampled=max_sampled)
+  lfm = LightFM(no_components=dim, loss='warp', random_state=seed, max_sampled=max_sampled)
   out, spent, epochs = [], 0.0, 0
   for budget in budgets:
     while spent < budget:
@@ -224,26 +255,43 @@ def _lightfm(train, test, dim, threads, budgets, max_sampled) -> list[dict]:
   return out
 
 
+def _lightfm_seeds(train, test, dim, threads, budgets, max_sampled, seeds: int) -> list[dict]:
+  """LightFM's rows (`_lightfm`) with its random_state 0 … seeds − 1: at
+  each budget the mean test figures, p@1's standard error (seeds > 1),
+  the mean pairs/s and epochs, and every seed's p@1."""
+  runs = [_lightfm(train, test, dim, threads, budgets, max_sampled, seed) for seed in range(seeds)]
+  return [{**at[0], 'seconds': float(np.mean([r['seconds'] for r in at])),
+           'epochs': float(np.mean([r['epochs'] for r in at])),
+           'pairs_per_sec': float(np.mean([r['pairs_per_sec'] for r in at])),
+           'p@1_runs': [r['p@1'] for r in at], **_mean_over_seeds(at)}
+          for at in zip(*runs)]
+
+
 def table(rows: list[dict]) -> str:
   """Markdown: set × budget, each system's p@1 / p@5 / MAP and pairs/s, and
-  ours ÷ the better LightFM (p@1) and ÷ LightFM max_sampled=10 (pairs/s)."""
+  ours ÷ the better LightFM (p@1) and ÷ LightFM max_sampled=10 (pairs/s).
+  Rows averaged over seeds show p@1 ± its standard error, and the ratios
+  ours' p@1 − the better LightFM's in standard errors of that difference."""
+  seeded = any(r.get('p@1_sem') is not None for r in rows)
   lines = ['| set | budget | system | D | p@1 | p@5 | MAP | pairs/s | epochs |',
            '|---|---|---|---|---|---|---|---|---|']
-  ratios = ['', '| set | budget | ours p@1 ÷ better LightFM | ours pairs/s ÷ LightFM (10) |',
-            '|---|---|---|---|']
+  ratios = ['', '| set | budget | ours p@1 ÷ better LightFM | ours pairs/s ÷ LightFM (10) |'
+            + (' ours − better LightFM (standard errors) |' if seeded else ''),
+            '|---|---|---|---|' + ('---|' if seeded else '')]
   keyed = {}
   for r in rows:
     keyed.setdefault((r['set'], r['budget']), []).append(r)
     lines.append(f'| {r["set"]} | {r["budget"]:.0f} s | {r["system"]} | {r["dim"]} | '
-                 f'{r["p@1"]:.3f} | {r["p@5"]:.3f} | {r["map"]:.3f} | {r["pairs_per_sec"]:,.0f} | '
+                 f'{_p1(r)} | {r["p@5"]:.3f} | {r["map"]:.3f} | {r["pairs_per_sec"]:,.0f} | '
                  f'{r["epochs"]:.1f} |')
   for (name, budget), group in keyed.items():
     ours = next(r for r in group if r['system'] == 'wsabie_jax')
     theirs = [r for r in group if r['system'] != 'wsabie_jax']
-    best = max(r['p@1'] for r in theirs)
+    best = max(theirs, key=lambda r: r['p@1'])
     default = next(r for r in theirs if r['system'].endswith('=10'))
-    ratios.append(f'| {name} | {budget:.0f} s | {ours["p@1"] / max(best, 1e-9):.2f} | '
-                  f'{ours["pairs_per_sec"] / default["pairs_per_sec"]:.2f} |')
+    ratios.append(f'| {name} | {budget:.0f} s | {ours["p@1"] / max(best["p@1"], 1e-9):.2f} | '
+                  f'{ours["pairs_per_sec"] / default["pairs_per_sec"]:.2f} |'
+                  + (f' {_gap(ours, best)} |' if seeded else ''))
   reach = {r['set']: r for r in rows if 'target_p1' in r}
   if reach:
     ratios += ['', f'| set | the better LightFM\'s {REACH_AT:.0f}-s p@1 | ours reaches it in |',
@@ -252,6 +300,19 @@ def table(rows: list[dict]) -> str:
                + (f'{r["seconds_to_target"]:.1f} s |' if r['seconds_to_target'] is not None
                   else f'> {REACH_WITHIN:.0f} s |') for name, r in reach.items()]
   return '\n'.join(lines + ratios)
+
+
+def _p1(row: dict, digits: int = 3) -> str:
+  sem = row.get('p@1_sem')
+  return f'{row["p@1"]:.{digits}f}' + (f' ± {sem:.{digits}f}' if sem is not None else '')
+
+
+def _gap(ours: dict, theirs: dict) -> str:
+  """ours' p@1 − theirs, and that in standard errors of the difference
+  (the two means' errors combined)."""
+  diff = ours['p@1'] - theirs['p@1']
+  se = np.hypot(ours.get('p@1_sem') or 0.0, theirs.get('p@1_sem') or 0.0)
+  return f'{diff:+.3f}' + (f' ({diff / se:+.1f})' if se > 0 else '')
 
 
 SELECTIONS = 10  # validations a candidate's run is kept at the best of (`choose`)

@@ -152,9 +152,10 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
         data=('synthetic', 'corel5k'), panel=('corel5k',), panel_budgets=(10.0, 60.0, 300.0),
         panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1,
         panel_runs: int = 3, panel_overrides: dict | None = None,
-        panel_search_peer: bool = False) -> dict:
+        panel_search_peer: bool = False, panel_seeds: int = 1) -> dict:
   """The named suites ('all' for every one), with the device and CPU count.
-  `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel.
+  `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel;
+  `panel_seeds`: the panel's seeds for both systems.
   `panel_search_peer`: LightFM on panel_search's validation splits too."""
   unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}
   if unknown:
@@ -177,7 +178,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'panel' in suites:
     from wsabie_jax.benchmarks import panel as panel_lib
     result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config,
-                                        runs=panel_runs, overrides=panel_overrides)
+                                        runs=panel_runs, overrides=panel_overrides,
+                                        seeds=panel_seeds)
   if 'profile' in suites:
     from wsabie_jax.benchmarks import step_profile
     result['profile'] = step_profile.run(panel, panel_config, overrides=panel_overrides)
