@@ -260,9 +260,8 @@ def _lightfm_seeds(train, test, dim, threads, budgets, max_sampled, seeds: int) 
   each budget the mean test figures, p@1's standard error (seeds > 1),
   the mean pairs/s and epochs, and every seed's p@1."""
   runs = [_lightfm(train, test, dim, threads, budgets, max_sampled, seed) for seed in range(seeds)]
-  return [{**at[0], 'seconds': float(np.mean([r['seconds'] for r in at])),
-           'epochs': float(np.mean([r['epochs'] for r in at])),
-           'pairs_per_sec': float(np.mean([r['pairs_per_sec'] for r in at])),
+  return [{**at[0], **{k: float(np.mean([r[k] for r in at]))
+                       for k in ('seconds', 'epochs', 'pairs_per_sec')},
            'p@1_runs': [r['p@1'] for r in at], **_mean_over_seeds(at)}
           for at in zip(*runs)]
 
