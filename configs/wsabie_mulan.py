@@ -18,7 +18,9 @@ as many as the budget holds while validation improves (train.num_epochs
 the data's speed (train.evals_per_budget; fewer where one validation
 costs more than a quarter of the steps between two) and at least every 10 epochs
 (small sets run tens of epochs a second and overfit between validations
-spread over a minute), patience 8 of them; it tests the best checkpoint.
+spread over a minute). After 8 validations without a better one it goes back
+to its best state at a quarter of the learning rate, three times, then stops
+(train.plateau_drops); it tests the best checkpoint.
 
 The constants and the rest (D, C, learning rate, bias feature) were chosen
 on validation splits carved from the training files of a panel of six real
@@ -49,7 +51,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.train.num_epochs = 3
   c.train.update(eval_every_steps=200, evals_per_budget=30,
                  max_epochs_between_evals=10.0,
-                 checkpoint_every_steps=2000, patience=8, eval_subset=2000, select_metric='map')
+                 checkpoint_every_steps=2000, patience=8, plateau_drops=3, eval_subset=2000,
+                 select_metric='map')
   return c
 
 

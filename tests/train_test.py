@@ -10,7 +10,7 @@ import pytest
 from wsabie_jax.training import checkpoints as checkpointing
 from wsabie_jax import methods
 from wsabie_jax.api import configs, run
-from wsabie_jax.training import workdir as workdir_lib
+from wsabie_jax.training import loop, workdir as workdir_lib
 from tests import helpers
 
 pytestmark = pytest.mark.slow  # whole trainings through the loop
@@ -156,14 +156,68 @@ def test_device_stream_gathers_the_host_batches():
 
 
 def test_early_stopping_keeps_best_checkpoint(tmp_path):
-  # A learning rate this large wrecks the model after the first evaluations.
-  c = _tiny_config(eval_every_steps=5, patience=2, num_epochs=50)
-  c.optim.kind, c.optim.learning_rate = 'sgd', 30.0
+  c = _wrecking_config(num_epochs=50)
   metrics = run.train_and_evaluate(c, tmp_path)
   assert metrics['stopped'] == 'early_stopping'
   assert metrics['steps'] < 50 * 600 // 16
   saved = json.loads((tmp_path / 'metrics.json').read_text())
   assert saved['best_step'] <= saved['steps'] - 2 * 5
+
+
+def _wrecking_config(**train_overrides):
+  """A learning rate this large wrecks the model after the first evaluations."""
+  c = _tiny_config(eval_every_steps=5, patience=2, **train_overrides)
+  c.optim.kind, c.optim.learning_rate = 'sgd', 30.0
+  return c
+
+
+def test_a_plateau_goes_back_to_the_best_at_a_lower_rate(tmp_path, monkeypatch):
+  """train.plateau_drops: when patience runs out the run restarts from its best
+  state with the rate ÷ plateau_factor, its step count going on, and stops the
+  time after the last drop. A factor of 10⁶ all but freezes the rows, so the
+  first validation after a drop reads the best state again, not the one it left."""
+  scales, drops = [], []
+  steps_at_rate, back_to_best = methods.get('wsabie').steps_at_rate, loop._back_to_best
+  monkeypatch.setattr(methods.get('wsabie'), 'steps_at_rate',
+                      lambda cfg, scale: scales.append(scale) or steps_at_rate(cfg, scale))
+  monkeypatch.setattr(loop, '_back_to_best',
+                      lambda call, *a: drops.append(call.step) or back_to_best(call, *a))
+  c = _wrecking_config(num_epochs=50, plateau_drops=2, plateau_factor=1e6)
+  metrics = run.train_and_evaluate(c, tmp_path)
+  assert metrics['stopped'] == 'early_stopping' and metrics['rate_drops'] == 2
+  assert scales == [1.0, 1e-6, 1e-12] and len(drops) == 2
+  history = [json.loads(line) for line in (tmp_path / 'history.jsonl').read_text().splitlines()]
+  steps = [h['step'] for h in history]
+  assert steps == sorted(set(steps))  # no step validated twice: none replayed
+  before = [h for h in history if h['step'] <= drops[0]]
+  best = max(before, key=lambda h: h['p@1'])  # (the first of equals, as the recorder keeps)
+  after = next(h for h in history if h['step'] > drops[0])
+  assert abs(before[-1]['map'] - best['map']) > 2e-3  # the state it left is another
+  assert after['map'] == pytest.approx(best['map'], abs=2e-4)
+  assert after['p@1'] == best['p@1']
+
+
+def test_a_run_resumed_after_a_drop_goes_on_at_the_lowered_rate(tmp_path):
+  """A run stopped after a drop and resumed equals one that never stopped."""
+  def config(max_steps):
+    return _wrecking_config(max_steps=max_steps, plateau_drops=3, checkpoint_every_steps=1000)
+  run.train_and_evaluate(config(60), tmp_path / 'a')
+  run.train_and_evaluate(config(30), tmp_path / 'b')
+  _, half = _latest_state(tmp_path / 'b', config(30))
+  assert half['rate_drops'] >= 1
+  run.train_and_evaluate(config(60), tmp_path / 'b')
+  (a, record), (b, _) = (_latest_state(tmp_path / d, config(60)) for d in ('a', 'b'))
+  assert record['rate_drops'] > half['rate_drops']
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_plateau_drops_on_a_method_without_a_rate_to_lower_is_refused(tmp_path):
+  c = configs.load('skipgram_synthetic:proposed,small')
+  c.train.plateau_drops = 1
+  with pytest.raises(ValueError, match='plateau_drops=1: this method has no learning rate'):
+    run.train_and_evaluate(c, tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()  # nothing of the run is left
 
 
 def test_time_budget_stops_training(tmp_path):

@@ -170,8 +170,9 @@ def _is(value, hint) -> bool:
 
 def check_ranges(section, where: str = '', **rules: str) -> None:
   """Raises ValueError naming the first field out of range. A rule is '>0',
-  '>=0', '>=1' (a count) or '[0,1)', '(0,1]', '[0,1]' (a fraction)."""
+  '>=0', '>=1' (a count), '>1' (a factor) or '[0,1)', '(0,1]', '[0,1]' (a fraction)."""
   tests = {'>0': lambda v: v > 0, '>=0': lambda v: v >= 0, '>=1': lambda v: v >= 1,
+           '>1': lambda v: v > 1,
            '[0,1)': lambda v: 0 <= v < 1, '(0,1]': lambda v: 0 < v <= 1,
            '[0,1]': lambda v: 0 <= v <= 1}
   for field, rule in rules.items():
@@ -183,8 +184,8 @@ def check_ranges(section, where: str = '', **rules: str) -> None:
       raise ValueError(f'{name}={value!r} must be {_SAY[rule]}')
 
 
-_SAY = {'>0': '> 0', '>=0': '≥ 0', '>=1': '≥ 1', '[0,1)': 'in [0, 1)', '(0,1]': 'in (0, 1]',
-        '[0,1]': 'in [0, 1]'}
+_SAY = {'>0': '> 0', '>=0': '≥ 0', '>=1': '≥ 1', '>1': '> 1', '[0,1)': 'in [0, 1)',
+        '(0,1]': 'in (0, 1]', '[0,1]': 'in [0, 1]'}
 
 
 def sections(config: ml_collections.ConfigDict, names) -> dict:

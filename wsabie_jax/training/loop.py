@@ -74,6 +74,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       method = build(config, mesh)
       config = method.config  # ('auto' fields fitted to the data)
       settings.check_fitted(config, config.method)
+      if config.train.plateau_drops and method.steps_at_rate is None:
+        raise ValueError(f'config.train.plateau_drops={config.train.plateau_drops}: this '
+                         f'method has no learning rate to lower; set it to 0')
       parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
                           method.description)
       parallel.check_batch(config.train.batch_size, method.stream.num_examples)
@@ -137,7 +140,8 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
                 train_seconds=r['train_seconds'],
                 eval_every_steps=r.get('eval_every_steps', config.train.eval_every_steps),
                 train_examples_per_sec=pairs_done / max(r['step_seconds'], 1e-9),
-                stopped=r['stopped'] or 'completed', epochs=rows_done / method.stream.num_examples)
+                stopped=r['stopped'] or 'completed', epochs=rows_done / method.stream.num_examples,
+                rate_drops=r.get('rate_drops', 0))
   summaries.scalars(steps, result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
   if hosts.is_writer():
@@ -147,15 +151,17 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
 
 
 def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):
-  """Alg. 1's outer loop: steps until a budget or patience runs out; validation (the best kept)
-  and checkpoints at the calls' boundaries; time, logs and the stop decision in hooks.py."""
+  """Alg. 1's outer loop: steps until a budget or patience runs out (patience first sends
+  the run back to its best at a lower rate, train.plateau_drops times); validation (the best
+  kept) and checkpoints at the calls' boundaries; time, logs and the stop decision in hooks.py."""
   train, r, stream = config.train, recorder.record, method.stream
   total = settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
   step = start = int(state.step)
   clock = Clock(r['train_seconds'], r['step_seconds'])
   timing = hooks.StepTime(clock, lambda: steps.compile_seconds)
   spacing = hooks.ValidationSpacing(train, r, stream.num_examples, timing, clock)
-  steps = dispatch.Dispatcher(train, method, start, total, eval_every=spacing.every)
+  steps = dispatch.Dispatcher(train, at_rate(method, train, r), start, total,
+                              eval_every=spacing.every)
   spacing.on_change = lambda every: setattr(steps, 'eval_every', every)
   train_log = hooks.TrainLog(train, total, stream.pairs_per_row, train.max_seconds - r[
       'train_seconds'], summaries, lambda stats: _check_finite(stats, ckpts))
@@ -177,6 +183,14 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
           seconds = _check_and_validate(call, validate, method, recorder, ckpts, clock)
           if seconds is not None:
             spacing.validated(seconds)
+        if call.stop == 'early_stopping' and r.get('rate_drops', 0) < train.plateau_drops:
+          with clock.excluded():
+            steps.close()
+            state = call.state = _back_to_best(call, train, r, ckpts)
+            steps = dispatch.Dispatcher(train, at_rate(method, train, r), step, total,
+                                        eval_every=spacing.every)
+            state = call.state = steps.place(state)
+          call.stop, save = '', True  # (a resumed run goes on at the lowered rate)
         if save or call.stop:
           _save(call, stream, recorder, ckpts, clock)
         if call.stop:
@@ -188,6 +202,31 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       train_log.close()
   train_log.memory(steps.input_held())
   return state
+
+
+def at_rate(method: Method, train, record: dict) -> Method:
+  """The method with its steps at the rate the run has reached: its learning
+  rates ÷ plateau_factor for each drop so far (`record['rate_drops']`)."""
+  drops = record.get('rate_drops', 0)
+  if not drops:
+    return method
+  return method._replace(**method.steps_at_rate(train.plateau_factor ** -drops))
+
+
+def _back_to_best(call, train, record: dict, ckpts):
+  """Reduce-on-plateau (train.plateau_drops): patience has run out, so the run
+  goes back to its best state with the rate lowered (`at_rate`), rather than
+  stopping. Its step count and data position go on (a drop replays no batch);
+  patience starts anew."""
+  ckpts.write_best()
+  best = ckpts.restore_best(call.state)
+  state = call.state if best is None else best[0]
+  record.update(rate_drops=record.get('rate_drops', 0) + 1, evals_without_improvement=0)
+  log.info('step %d: %d validations without a better one: back to the best (step %d), '
+           'learning rate ÷%g (drop %d of %d)', call.step, train.patience, record['best_step'],
+           train.plateau_factor ** record['rate_drops'], record['rate_drops'],
+           train.plateau_drops)
+  return state._replace(step=call.state.step)
 
 
 def _check_and_validate(call, validate: bool, method: Method, recorder: Recorder, ckpts,

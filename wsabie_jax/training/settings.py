@@ -44,6 +44,11 @@ class TrainConfig:
   eval_subset: int = 2000       # validation images per evaluation
   # evaluations without improvement before stopping
   patience: Annotated[int, MAY_CHANGE] = 4
+  # When patience runs out, up to this many times: back to the best state,
+  # every learning rate divided by plateau_factor, patience anew (training/
+  # loop.py); then the run stops. 0: it stops the first time.
+  plateau_drops: Annotated[int, MAY_CHANGE] = 0
+  plateau_factor: float = 4.0
   checkpoint_every_steps: Annotated[int, MAY_CHANGE] = 2000
   select_metric: str = 'p@1'    # one of the method's validation metrics
   # data parallel over this many devices (0: all)
@@ -68,7 +73,8 @@ class TrainConfig:
     check_ranges(self, 'train', batch_size='>=1', positives_per_row='>=1', num_epochs='>=0',
                  max_steps='>=0', max_seconds='>=0', log_every_steps='>=1',
                  eval_every_steps='>=1', evals_per_budget='>=0', max_epochs_between_evals='>=0',
-                 eval_subset='>=0', patience='>=1', checkpoint_every_steps='>=1',
+                 eval_subset='>=0', patience='>=1', plateau_drops='>=0', plateau_factor='>1',
+                 checkpoint_every_steps='>=1',
                  num_devices='>=0', steps_per_call='>=1', probe_pairs='>=0')
     check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS})
     if not (self.max_steps or self.num_epochs):
