@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from wsabie_jax import methods
+from wsabie_jax.api import configs
 from wsabie_jax.data import batching, shards, synthetic
 from wsabie_jax.parts import proxy
-from wsabie_jax.training import method as method_lib
+from wsabie_jax.training import method as method_lib, parallel
 
 
 def _protocol_functions(protocol) -> dict:
@@ -63,3 +64,32 @@ def test_every_stream_keeps_the_stream_contract(tmp_path):
     assert jax.tree.structure(on_device) == jax.tree.structure(on_host), kind
     for a, b in zip(jax.tree.leaves(on_device), jax.tree.leaves(on_host)):
       np.testing.assert_array_equal(np.asarray(a), b, err_msg=kind)
+
+
+@pytest.mark.parametrize('spec,overrides', [
+    ('wsabie_synthetic:small', {'optim.kind': 'sgd', 'model.max_norm': 1e6}),
+    ('wsabie_synthetic:small', {'model.max_norm': 1e6}),
+    ('skipgram_synthetic:proposed,small', {}),
+    ('parts_synthetic:shared,iw,small', {'model.max_norm': 1e6})])
+def test_every_method_steps_at_a_lowered_rate_move_that_much_less(spec, overrides):
+  """`Method.steps_at_rate` (train.plateau_drops): from one state and batch,
+  every value the step moves moves `scale` times as far at that scale (the
+  rows' SGD and Adagrad steps, the tower's first Adam step); what does not
+  scale (accumulators, moments, counters) is the same. Bounds loose enough
+  that no projection cuts a step."""
+  config = methods.check(configs.load(spec))
+  for name, value in overrides.items():
+    section, field = name.split('.')
+    config[section][field] = value
+  method = methods.of(config).build(config, parallel.make_mesh(1))
+  state, batch = method.init_state(), method.stream.batch(0)
+  (full, _), (quarter, _) = (jax.jit(method.steps_at_rate(s)['pure_step'])(state, batch)
+                             for s in (1.0, 0.25))
+  scaled = 0
+  for before, a, b in zip(*(jax.tree.leaves(x) for x in (state, full, quarter))):
+    before, a, b = (np.asarray(x, np.float64) for x in (before, a, b))
+    if np.array_equal(a, b):
+      continue
+    np.testing.assert_allclose(b - before, 0.25 * (a - before), rtol=1e-3, atol=1e-7)
+    scaled += 1
+  assert scaled >= 2  # the image side and the label side

@@ -10,7 +10,6 @@ from wsabie_jax.core import row_scatter
 from wsabie_jax.core import samplers
 from wsabie_jax.data import batching
 from tests import helpers
-from wsabie_jax.methods import wsabie
 from wsabie_jax.wsabie import step as step_lib
 
 D, d, Y, F, P, B, K = 4, 12, 9, 3, 2, 6, 5
@@ -332,21 +331,3 @@ def test_init_std_and_config_checks():
   with pytest.raises(ValueError, match='l2'):
     helpers.step_config(Y, l2=-1.0)
 
-
-@pytest.mark.parametrize('optimizer', ['sgd', 'adagrad'])
-def test_steps_at_a_lowered_rate_move_the_rows_that_much_less(optimizer):
-  """Reduce-on-plateau's steps (methods/wsabie.steps_at_rate): from one state,
-  each row moves by `scale` times what the step at the config's rate moves it
-  (a loose bound: no projection); the accumulators are the same."""
-  cfg = helpers.step_config(Y, dim=D, num_draws=K, optimizer=optimizer, learning_rate=0.3,
-                            max_norm=1e6)
-  state = step_lib.init_state(jax.random.PRNGKey(1), d, cfg)
-  batch = jax.device_put(_tiny_batch(3))
-  (full, _), (quarter, _) = (jax.jit(wsabie.steps_at_rate(cfg, s)['pure_step'])(state, batch)
-                             for s in (1.0, 0.25))
-  for before, a, b in zip(state.params, full.params, quarter.params):
-    moved = np.asarray(a) - np.asarray(before)
-    assert np.abs(moved).max() > 1e-3  # the batch moves rows at all
-    np.testing.assert_allclose(np.asarray(b) - np.asarray(before), 0.25 * moved, rtol=1e-4,
-                               atol=1e-7)
-  np.testing.assert_array_equal(quarter.acc_V_d, full.acc_V_d)

@@ -212,12 +212,20 @@ def test_a_run_resumed_after_a_drop_goes_on_at_the_lowered_rate(tmp_path):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_plateau_drops_on_a_method_without_a_rate_to_lower_is_refused(tmp_path):
-  c = configs.load('skipgram_synthetic:proposed,small')
-  c.train.plateau_drops = 1
-  with pytest.raises(ValueError, match='plateau_drops=1: this method has no learning rate'):
-    run.train_and_evaluate(c, tmp_path / 'run')
-  assert not (tmp_path / 'run').exists()  # nothing of the run is left
+@pytest.mark.parametrize('spec', ['skipgram_synthetic:proposed,small',
+                                  'parts_synthetic:shared,iw,small'])
+def test_every_method_drops_its_rate_on_a_plateau(tmp_path, spec):
+  """The loop's drops work on every method's state (patience 1: the first
+  validation that is not a new best drops the rate)."""
+  c = configs.load(spec)
+  c.train.update(max_steps=40, eval_every_steps=2, patience=1, plateau_drops=2,
+                 checkpoint_every_steps=1000)
+  if 'oov' in c:
+    c.oov.steps = 0
+  metrics = run.train_and_evaluate(c, tmp_path)
+  assert metrics['rate_drops'] >= 1
+  assert metrics['steps'] == 40 or (metrics['rate_drops'] == 2
+                                    and metrics['stopped'] == 'early_stopping')
 
 
 def test_time_budget_stops_training(tmp_path):

@@ -7,7 +7,6 @@ training/settings.py).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 
@@ -82,9 +81,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
 
 def steps_at_rate(cfg: step_lib.StepConfig, scale: float) -> dict:
   """The method's steps with the learning rate times `scale` (train.plateau_drops)."""
-  if scale != 1.0:
-    cfg = dataclasses.replace(cfg, optim=dataclasses.replace(
-        cfg.optim, learning_rate=cfg.optim.learning_rate * scale))
+  cfg = common.rates_scaled(cfg, scale, 'learning_rate')
   return dict(
       pure_step=lambda state, batch: step_lib.train_step(cfg, state, batch),
       # Without a per-device step the step runs whole on every device (GSPMD).

@@ -74,9 +74,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       method = build(config, mesh)
       config = method.config  # ('auto' fields fitted to the data)
       settings.check_fitted(config, config.method)
-      if config.train.plateau_drops and method.steps_at_rate is None:
-        raise ValueError(f'config.train.plateau_drops={config.train.plateau_drops}: this '
-                         f'method has no learning rate to lower; set it to 0')
       parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
                           method.description)
       parallel.check_batch(config.train.batch_size, method.stream.num_examples)

@@ -55,10 +55,9 @@ class Method(NamedTuple):
   # The config it was built from, with the values fitted to the data in place
   # of 'auto' (wsabie/fitting.py): what the run's config.json records.
   config: Any
+  # scale -> {'pure_step': …} (and 'local_step' where it has one): the steps with
+  # every learning rate multiplied by scale (train.plateau_drops: training/loop.py).
+  steps_at_rate: Callable[[float], dict]
   # A per-device step with its own collectives over parallel.AXIS, run under
   # shard_map when the mesh has several devices (None: pure_step, partitioned).
   local_step: Callable | None = None
-  # scale -> {'pure_step': …, 'local_step': …}: the steps with every learning
-  # rate multiplied by scale (train.plateau_drops; None: the method has no
-  # rate to scale, and plateau_drops must be 0).
-  steps_at_rate: Callable[[float], dict] | None = None
