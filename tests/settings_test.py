@@ -94,7 +94,8 @@ def test_what_a_resume_may_change_is_marked_on_the_fields():
       'train.max_seconds', 'train.num_epochs', 'train.max_steps', 'train.log_every_steps',
       'train.eval_every_steps', 'train.evals_per_budget', 'train.checkpoint_every_steps',
       'train.patience', 'train.plateau_drops', 'train.num_devices', 'train.platform',
-      'train.steps_per_call', 'train.deterministic', 'eval.batch_size', 'eval.label_chunk', 'loss.label_chunk'}
+      'train.steps_per_call', 'train.deterministic', 'eval.batch_size', 'eval.label_chunk',
+      'loss.label_chunk'}
 
 
 def test_print_config_names_where_each_value_came_from():

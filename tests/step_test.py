@@ -330,4 +330,3 @@ def test_init_std_and_config_checks():
     helpers.step_config(Y, loss='exact', pairwise='logistic')
   with pytest.raises(ValueError, match='l2'):
     helpers.step_config(Y, l2=-1.0)
-
