@@ -183,10 +183,10 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         if call.stop == 'early_stopping' and r.get('rate_drops', 0) < train.plateau_drops:
           with clock.excluded():
             steps.close()
-            state = call.state = _back_to_best(call, train, r, ckpts)
+            best = _back_to_best(call, train, r, ckpts)
             steps = dispatch.Dispatcher(train, at_rate(method, train, r), step, total,
                                         eval_every=spacing.every)
-            state = call.state = steps.place(state)
+            state = call.state = steps.place(best)
           call.stop, save = '', True  # (a resumed run goes on at the lowered rate)
         if save or call.stop:
           _save(call, stream, recorder, ckpts, clock)
