@@ -33,3 +33,13 @@ import jax  # noqa: E402 (after XLA_FLAGS: the device count is read at import)
 
 jax.config.update('jax_compilation_cache_dir', os.environ['WSABIE_JAX_CACHE'])
 jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.1)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def float32_matmuls():
+  """helpers.float32_matmuls around a test (`pytest.mark.usefixtures`)."""
+  from tests import helpers
+  with helpers.float32_matmuls():
+    yield

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import helpers
 from wsabie_jax import methods
 from wsabie_jax.api import configs
 from wsabie_jax.data import batching, shards, synthetic
@@ -77,6 +78,8 @@ def test_every_method_steps_at_a_lowered_rate_move_that_much_less(spec, override
   rows' SGD and Adagrad steps, the tower's first Adam step); what does not
   scale (accumulators, moments, counters) is the same. Bounds loose enough
   that no projection cuts a step."""
+  if spec.startswith('parts'):
+    helpers.wordnet_or_skip()
   config = methods.check(configs.load(spec))
   for name, value in overrides.items():
     section, field = name.split('.')
@@ -88,8 +91,10 @@ def test_every_method_steps_at_a_lowered_rate_move_that_much_less(spec, override
   scaled = 0
   for before, a, b in zip(*(jax.tree.leaves(x) for x in (state, full, quarter))):
     before, a, b = (np.asarray(x, np.float64) for x in (before, a, b))
-    if np.array_equal(a, b):
+    # Unscaled: the two programs agree to round-off (a GPU's scatter-adds of
+    # repeated rows sum in any order), where a scaled value differs by ¾ of its move.
+    if np.abs(a - b).max() <= 1e-3 * np.abs(a - before).max() + 1e-7:
       continue
-    np.testing.assert_allclose(b - before, 0.25 * (a - before), rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(b - before, 0.25 * (a - before), rtol=1e-3, atol=1e-6)
     scaled += 1
   assert scaled >= 2  # the image side and the label side

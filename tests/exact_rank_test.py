@@ -9,6 +9,9 @@ from wsabie_jax.core import model
 from wsabie_jax.wsabie import exact_rank
 from wsabie_jax.wsabie import warp
 
+# Two forms of the same arithmetic compared: float32 matmuls on any device.
+pytestmark = pytest.mark.usefixtures('float32_matmuls')
+
 
 @pytest.mark.parametrize('score,chunk,rank_weights', [
     ('dot', 3, 'harmonic'), ('dot', 11, 'harmonic'), ('dot', 4, 'mean_rank'),

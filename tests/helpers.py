@@ -78,3 +78,25 @@ def optimized(when: bool = True):
     yield
   finally:
     jax.config.update('jax_disable_most_optimizations', was)
+
+
+def wordnet_or_skip():
+  """nltk's reader over Debian's WordNet (wordnet-base), or the test skipped
+  with the error that says how to install it."""
+  import pytest
+  from wsabie_jax.data import wordnet
+  try:
+    return wordnet.load()
+  except wordnet.WordNetMissing as e:
+    pytest.skip(str(e))
+
+
+@contextlib.contextmanager
+def float32_matmuls():
+  """Matmuls traced in full float32. Tests that check two forms of the same
+  arithmetic against each other (rows against pairs, chunks against the whole
+  matrix, the compacted products against numpy) call inner functions, outside
+  the step's own `precision.scope`: on a GPU they would otherwise run in TF32
+  (3 digits), each form rounded its own way. CPUs run float32 either way."""
+  with jax.default_matmul_precision('float32'):
+    yield

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tests import helpers
 from wsabie_jax.api import configs
 from wsabie_jax.reproduce import runner
 from wsabie_jax.data import libsvm, synthetic
@@ -131,12 +132,8 @@ def test_every_method_through_every_launch_script(tmp_path):
   """Objects and parts (the third registered method; WSABIE and skip-gram are
   above) trains, then evaluate.py and annotate.py read its workdir."""
   from wsabie_jax import methods
-  from wsabie_jax.data import wordnet
   assert sorted(methods.REGISTRY) == ['parts', 'skipgram', 'wsabie']
-  try:
-    wordnet.load()
-  except wordnet.WordNetMissing as e:
-    pytest.skip(str(e))
+  helpers.wordnet_or_skip()
   workdir = tmp_path / 'parts'
   _run('launch/train.py', '--config=configs/parts_synthetic.py:shared,iw,small', f'--workdir={workdir}',
        '--config.train.max_steps=20', '--config.proxy.num_valid=50', '--config.proxy.num_test=100')

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import helpers
 from wsabie_jax.parts import step as parts
 from wsabie_jax.parts import evaluation as parts_eval
 
@@ -211,13 +212,8 @@ def test_training_ranks_true_pairs_higher():
 
 def _small_parts_config(arg: str):
   """configs/parts_synthetic.py:<arg>,small with small evaluation sets (skips without WordNet)."""
-  import pytest
   from wsabie_jax.api import configs
-  from wsabie_jax.data import wordnet
-  try:
-    wordnet.load()
-  except wordnet.WordNetMissing as e:
-    pytest.skip(str(e))
+  helpers.wordnet_or_skip()
   c = configs.load('parts_synthetic:' + arg + ',small')
   c.proxy.update(num_valid=100, num_test=200)
   return c

@@ -15,6 +15,9 @@ from wsabie_jax.data import batching, packing, synthetic
 from wsabie_jax.wsabie import adaptive_sampler
 from wsabie_jax.wsabie import step as step_lib
 
+# Two forms of the same arithmetic compared: float32 matmuls on any device.
+pytestmark = pytest.mark.usefixtures('float32_matmuls')
+
 Y, d, Q = 40, 120, 3
 
 
@@ -112,4 +115,5 @@ def test_a_row_is_its_pairs_sharing_the_draws(objective, tables):
   for got, want, n in ((g_rows.V, g_pairs.V, d), (g_rows.W, g_pairs.W, Y)):
     want_dense = _dense(want, n)
     assert np.abs(want_dense).max() > 1e-3
-    np.testing.assert_allclose(_dense(got, n), want_dense, rtol=1e-4, atol=1e-6)
+    # (atol: sums of terms up to ~6 in another order, as a GPU's scatter-adds take them)
+    np.testing.assert_allclose(_dense(got, n), want_dense, rtol=1e-4, atol=1e-5)

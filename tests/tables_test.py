@@ -12,6 +12,9 @@ from wsabie_jax.wsabie import step as step_lib
 from wsabie_jax.wsabie import table_reads
 from wsabie_jax.wsabie import warp
 
+# Two forms of the same arithmetic compared: float32 matmuls on any device.
+pytestmark = pytest.mark.usefixtures('float32_matmuls')
+
 Y, d = 40, 120
 
 

@@ -4,16 +4,14 @@ import json
 import numpy as np
 import pytest
 
+from tests import helpers
 from wsabie_jax.core import metrics
 from wsabie_jax.data import wordnet
 
 
 @pytest.fixture(scope='module')
 def net():
-  try:
-    return wordnet.load()
-  except wordnet.WordNetMissing as e:
-    pytest.skip(str(e))
+  return helpers.wordnet_or_skip()
 
 
 def test_relations_from_the_debian_files(net):
@@ -27,6 +25,9 @@ def test_relations_from_the_debian_files(net):
 def test_missing_wordnet_says_how_to_install(tmp_path):
   with pytest.raises(wordnet.WordNetMissing, match='apt-get install wordnet-base'):
     wordnet.prepare(tmp_path / 'nowhere', tmp_path / 'root')
+  # … and so do the lookups kept on disk (the synthetic world's vocabulary).
+  with pytest.raises(wordnet.WordNetMissing, match='apt-get install wordnet-base'):
+    wordnet.synthetic_vocabulary(5, tmp_path / 'nowhere')
 
 
 def test_sibling_matrix_on_a_hand_checked_vocabulary(net):

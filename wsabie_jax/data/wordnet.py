@@ -168,9 +168,10 @@ def _memo(source, what: str, key, compute):
   82k noun synsets costs about 10 s a process, and every launch of a parts or
   WordNet run (tests, a pod's processes) would pay it again."""
   source = pathlib.Path(source)
+  root = prepare(source)  # first: WordNetMissing, naming the package, where it is absent
   stamp = [(source / f).stat().st_size for f in ('data.noun', 'index.noun')]
   name = hashlib.sha256(json.dumps([what, key, stamp]).encode()).hexdigest()[:16]
-  path = prepare(source) / f'memo-{what}-{name}.json'
+  path = root / f'memo-{what}-{name}.json'
   if path.exists():
     try:
       return json.loads(path.read_text())
