@@ -130,7 +130,12 @@ ROUND_16 = [
     {'overrides': {'model.dim': 256}},
     {'overrides': {'loss.violators': 'first', 'loss.rank_estimate': 'first_violator'}},
 ]
+# Round 17, on many_tags (its pairs/s at 300 s under half LightFM's, whose
+# late epochs cost little): the shared-draws step at B 256 takes 1.8 ms and at
+# B 512 2.1 ms (--suite=profile), so half the steps an epoch nearly doubles
+# pairs/s; is the early quality that chose B 256 (round 12) kept?
+ROUND_17 = [{}, {'knobs': {'batch_steps_per_epoch': 12}}]
 SEARCH = {1: ROUND_1, 2: ROUND_2, 3: ROUND_3, 4: ROUND_4, 5: ROUND_5, 6: ROUND_6, 7: ROUND_7,
           8: ROUND_8, 9: ROUND_9, 10: ROUND_10, 11: ROUND_11,
           12: ROUND_12, 13: ROUND_13, 14: ROUND_14,
-          15: ROUND_15, 16: ROUND_16}
+          15: ROUND_15, 16: ROUND_16, 17: ROUND_17}
