@@ -301,8 +301,10 @@ def test_a_stray_huge_id_is_named_with_its_line(tmp_path):
 def test_a_model_larger_than_the_device_is_refused(monkeypatch):
   shapes = jax.eval_shape(lambda: {'W_YxD': np.zeros((1 << 20, 128), np.float32)})
   monkeypatch.setattr(parallel, 'memory_bytes', lambda device: 512 << 20)
+  platform = jax.devices()[0].platform  # the message names the device's kind
   with pytest.raises(ConfigError, match=r"does not fit: 9 labels; its state needs 1.0 GiB "
-                     r"\(2× \['W_YxD'\] 1048576×128 \(0.5 GiB\), ...\), the " + jax.devices()[0].platform + " device 0.5 GiB"):
+                     r"\(2× \['W_YxD'\] 1048576×128 \(0.5 GiB\), ...\), the "
+                     f"{platform} device 0.5 GiB"):
     parallel.check_fits(shapes, jax.devices()[0], '9 labels')
   monkeypatch.setattr(parallel, 'memory_bytes', lambda device: 2 << 30)
   parallel.check_fits(shapes, jax.devices()[0], '9 labels')
