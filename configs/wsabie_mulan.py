@@ -7,8 +7,8 @@ multi-label data set in Mulan (ARFF + label XML) or libsvm format.
 DIR holds NAME-train.arff, NAME-test.arff and NAME.xml, as Mulan distributes
 them (libsvm: train.txt, test.txt, optional labels.txt). Without DIR it runs
 on the shipped Corel5k. The batch size B, pairs a row Q, draws K, the loss
-(the exact rank where K would cover every negative) and its learning rate
-are 'auto': the run fits them to the training set's sizes when it starts
+(the exact rank where K would cover every negative; the first violator or
+every one) and its learning rate are 'auto': the run fits them to the training set's sizes when it starts
 (wsabie/fitting.py has the rules) and writes the values into its config.json;
 `launch/train.py --config=… --print_config` shows them without training.
 
@@ -43,8 +43,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = wsabie.base_config(_data(a['data_dir'], a['libsvm']))
   c.model.update(dim=128, max_norm=100.0)  # a loose bound: README "Defaults across data"
   # Fitted to the training set when the run starts (wsabie/fitting.py):
-  c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', violators='all',
-                rank_estimate='violator_count')
+  c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', 'violators', 'rank_estimate')
   c.optim = auto(c.optim, 'learning_rate', kind='adagrad')
   c.train = auto(c.train, 'batch_size', 'positives_per_row', 'num_epochs')
   if a['small']:

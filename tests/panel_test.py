@@ -43,6 +43,7 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
   train, _, _ = load_splits(config.data)  # Corel5k: Y = 374, 3.5 positives an image, at most 5
   fitted, values = fitting.resolve(config, train)
   assert values == {'loss.num_draws': 100, 'loss.kind': 'warp', 'loss.draws': 'per_row',
+                    'loss.violators': 'first', 'loss.rank_estimate': 'first_violator',
                     'optim.learning_rate': 0.01,
                     'train.positives_per_row': 5,  # a row an image
                     'train.batch_size': 512}  # the split's 4,050 rows / 6 = 675 → 512
@@ -80,6 +81,13 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
       'per_batch', fitting.Rules.batch_max_draws, 128)
   assert fitting.resolve(config, train, rules(max_draws=10, batch_draws=False))[0].loss \
       .to_dict().items() >= {'draws': 'per_row', 'num_draws': 10}.items()
+  # Alg. 1's first violator only where a row's own draws serve few positives
+  # (Q 5 here); more positives a row, or draws shared by the batch: every violator.
+  counted = ('all', 'violator_count')
+  many = fitting.resolve(config, train, rules(first_violator_max_positives=4))[0]
+  assert (many.loss.violators, many.loss.rank_estimate) == counted
+  assert (shared.loss.violators, shared.loss.rank_estimate) == counted
+  assert (few.loss.violators, few.loss.rank_estimate) == counted  # (exact: every label scored)
   given = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')
   with given.ignore_type():
     given.train.batch_size = 64  # a value the user gives is kept

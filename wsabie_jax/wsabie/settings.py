@@ -61,6 +61,7 @@ class LossConfig:
   rank_weights: str = 'harmonic'  # α_j = 1/j | 'mean_rank' | 'top1'
   rank_estimate: str = 'first_violator'  # ⌊(Y−1)/N⌋ | 'violator_count'
   violators: str = 'first'      # 'first' (Alg. 1) | 'all': every violator among the K draws
+                                # ('auto', both: fitted to the positives a row, wsabie/fitting.py)
   margin: float = 1.0
   pairwise: str = 'hinge'       # the pair term: |margin − f_y + f_ȳ|₊ (eq. (9)) | 'logistic':
                                 # log(1 + e^(f_ȳ − f_y)), paper 003's Opt-AUC (every draw counts)
@@ -70,7 +71,8 @@ class LossConfig:
     check_ranges(self, 'loss', num_draws='>=1', margin='>=0', label_chunk='>=1',
                  refresh_every_pairs='>=0')
     check_choices(self, {'kind': LOSSES + (AUTO,), 'pairwise': PAIRWISE, 'rank_weights': warp.RANK_WEIGHTS,
-                          'rank_estimate': warp.RANK_ESTIMATES, 'violators': warp.VIOLATORS,
+                          'rank_estimate': warp.RANK_ESTIMATES + (AUTO,),
+                          'violators': warp.VIOLATORS + (AUTO,),
                           'sampler': SAMPLERS, 'draws': DRAWS + (AUTO,)})
     if self.draws == 'per_batch' and not draws_can_be_shared(self.kind, self.sampler, 'dot', 0):
       raise ValueError("loss draws='per_batch' shares uniform draws between a batch's rows for "
@@ -81,7 +83,8 @@ class LossConfig:
     if self.sampler == 'adaptive':
       if self.kind == 'exact':
         raise ValueError("sampler='adaptive' draws negatives; loss kind='exact' scores every label")
-      if self.kind == 'warp' and (self.violators, self.rank_estimate) != ('all', 'violator_count'):
+      if self.kind == 'warp' and (self.violators, self.rank_estimate) not in (
+          ('all', 'violator_count'), (AUTO, AUTO)):
         raise ValueError("sampler='adaptive' with loss kind='warp' weights every violator by "
                          "importance (warp.importance_weights): set violators='all', "
                          "rank_estimate='violator_count'")
