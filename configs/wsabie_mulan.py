@@ -7,9 +7,10 @@ multi-label data set in Mulan (ARFF + label XML) or libsvm format.
 DIR holds NAME-train.arff, NAME-test.arff and NAME.xml, as Mulan distributes
 them (libsvm: train.txt, test.txt, optional labels.txt). Without DIR it runs
 on the shipped Corel5k. The batch size B, pairs a row Q, draws K, the loss
-(the exact rank where K would cover every negative; the first violator or
-every one) and its learning rate are 'auto': the run fits them to the training set's sizes when it starts
-(wsabie/fitting.py has the rules) and writes the values into its config.json;
+(the exact rank where K would cover every negative or a row's many
+positives share labels read whole; else the draws, with the first violator
+or every one) and its learning rate are 'auto': the run fits them to the
+training set's sizes when it starts (wsabie/fitting.py has the rules) and writes the values into its config.json;
 `launch/train.py --config=… --print_config` shows them without training.
 
 It trains 100 epochs; with a time budget (--config.train.max_seconds=60)

@@ -83,9 +83,16 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
       .to_dict().items() >= {'draws': 'per_row', 'num_draws': 10}.items()
   # Alg. 1's first violator only where a row's own draws serve few positives
   # (Q 5 here); more positives a row, or draws shared by the batch: every violator.
+  # Many positives on labels read whole (374 ≤ 24·(100 + 5)): the exact rank,
+  # at the draws' rate; on labels gathered (374 > 24·(10 + 5)): shared draws.
   counted = ('all', 'violator_count')
   many = fitting.resolve(config, train, rules(first_violator_max_positives=4))[0]
+  assert (many.loss.kind, many.optim.learning_rate) == ('exact', fitting.Rules.learning_rate)
   assert (many.loss.violators, many.loss.rank_estimate) == counted
+  many_gathered = fitting.resolve(config, train, rules(first_violator_max_positives=4,
+                                                       max_draws=10))[0]
+  assert (many_gathered.loss.kind, many_gathered.loss.draws) == ('warp', 'per_batch')
+  assert (many_gathered.loss.violators, many_gathered.loss.rank_estimate) == counted
   assert (shared.loss.violators, shared.loss.rank_estimate) == counted
   assert (few.loss.violators, few.loss.rank_estimate) == counted  # (exact: every label scored)
   given = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')

@@ -7,7 +7,9 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
                       (large_max_draws on a large set: round 10 kept it at 100)
   loss.kind           'exact' where K = Y − 1 would draw every negative (eq. (6)
                       with (7): every label scored, its violators counted; no
-                      draws, the same B·Y·D cost), else 'warp'
+                      draws, the same B·Y·D cost), and where a row's many
+                      positives (Q > first_violator_max_positives) share labels
+                      read whole anyway (round 19); else 'warp'
   loss.draws          'per_batch' (the batch's rows share their K draws, scored by
                       one matmul: wsabie/batch_draws.py) where the labels are too
                       many to read whole (Y > 24·(K+Q): wsabie/table_reads.py), K
@@ -19,7 +21,8 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
                       draws serve few positives (Q ≤ first_violator_max_positives),
                       else every violator (rank from their count: each positive's
                       estimate from all K draws): round 18
-  optim.learning_rate exact_learning_rate for the exact rank, else learning_rate,
+  optim.learning_rate exact_learning_rate for the exact rank where K covers every
+                      negative, else learning_rate,
                       and large_learning_rate on a set large enough that B is at
                       its ceiling (rows ≥ steps_per_epoch·max_batch: round 9)
   train.positives_per_row
@@ -74,9 +77,6 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   num_pos = np.diff(train.label_indptr)
   num_pos = num_pos[num_pos > 0]
   Q = int(math.ceil(num_pos.mean())) + 1 if num_pos.size and rules.group_pairs else 1
-  kind = config.loss.kind
-  if kind == AUTO:
-    kind = 'exact' if rules.exact_ranks and Y - 1 <= rules.max_draws else 'warp'
   if config.train.positives_per_row != AUTO:
     Q = config.train.positives_per_row
   rows = int(np.sum(-(-num_pos // Q)))  # (`train` is the split the run trains on)
@@ -85,15 +85,27 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   # higher rate reached a better validation p@1 in the same time (search round
   # 9); fewer draws did not (round 10, docs/RESULTS.md).
   large = rows >= rules.steps_per_epoch * rules.max_batch
-  K = max(1, min(Y - 1, rules.large_max_draws if large and kind != 'exact' else rules.max_draws))
-  # Where each row's K draws would be gathered rows (too many labels to read
-  # whole), the batch shares K draws instead: a B×K matmul, not B·K gathers
-  # (round 11), and more draws for the same time.
+  K_drawn = max(1, min(Y - 1, rules.large_max_draws if large else rules.max_draws))
+  K_row = K_drawn if config.loss.num_draws == AUTO else config.loss.num_draws
+  # Each row's K draws would be gathered rows: too many labels to read whole.
+  gathered = (Y > table_reads.LABELS_PER_GATHERED_ROW * (K_row + Q)
+              and config.model.tables not in ('whole', 'labels'))
+  covered = Y - 1 <= rules.max_draws  # K draws would cover every negative
+  many = Q > rules.first_violator_max_positives
+  uniform = config.loss.sampler == 'uniform'  # (the adaptive sampler needs draws)
+  kind = config.loss.kind
+  if kind == AUTO:
+    # The exact rank where K would draw every negative (round 6), and where a
+    # row's many positives share labels read whole anyway (every score is made:
+    # Delicious +0.008 valid p@1 at 60 s, many_labels +0.002, round 19).
+    kind = ('exact' if rules.exact_ranks and uniform and (covered or (many and not gathered))
+            else 'warp')
+  K = K_drawn if kind == 'warp' else max(1, min(Y - 1, rules.max_draws))
+  # Where each row's K draws would be gathered rows, the batch shares K draws
+  # instead: a B×K matmul, not B·K gathers (round 11), and more draws for the
+  # same time.
   draws = config.loss.draws
   if draws == AUTO:
-    K_row = K if config.loss.num_draws == AUTO else config.loss.num_draws
-    gathered = (Y > table_reads.LABELS_PER_GATHERED_ROW * (K_row + Q)
-                and config.model.tables not in ('whole', 'labels'))
     shared_ok = settings.draws_can_be_shared(kind, config.loss.sampler, config.model.score,
                                              config.optim.l2)
     draws = 'per_batch' if rules.batch_draws and kind == 'warp' and gathered and shared_ok \
@@ -105,14 +117,15 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   # update a pair (text +0.014 / +0.020 valid p@1 at 20 / 60 s, Corel5k
   # +0.012); serving many (Delicious, many_labels: Q 21-22) or shared by the
   # batch (many_tags −0.014), every violator counted (round 18).
-  first = (kind == 'warp' and draws == 'per_row' and config.loss.sampler == 'uniform'
-           and Q <= rules.first_violator_max_positives)
+  first = kind == 'warp' and draws == 'per_row' and uniform and not many
+  # The exact rank where K covers every negative at its own rate (round 6);
+  # elsewhere at the draws' (round 16: Delicious 0.670 at 0.05, 0.662 at 0.005).
+  rate = (rules.exact_learning_rate if kind == 'exact' and covered
+          else rules.large_learning_rate if large else rules.learning_rate)
   values = {'loss.num_draws': K, 'loss.kind': kind, 'loss.draws': draws,
             'loss.violators': 'first' if first else 'all',
             'loss.rank_estimate': 'first_violator' if first else 'violator_count',
-            'optim.learning_rate': rules.exact_learning_rate if kind == 'exact'
-            else rules.large_learning_rate if large else rules.learning_rate,
-            'train.positives_per_row': Q, 'train.batch_size': B}
+            'optim.learning_rate': rate, 'train.positives_per_row': Q, 'train.batch_size': B}
   return {name: value for name, value in values.items() if _get(config, name) == AUTO}
 
 
