@@ -10,8 +10,9 @@ on the shipped Corel5k. The batch size B, pairs a row Q, draws K, the loss
 (the exact rank where K would cover every negative or a row's many
 positives share labels read whole; else the draws, with the first violator
 or every one) and its learning rate are 'auto': the run fits them to the
-training set's sizes when it starts (wsabie/fitting.py has the rules) and writes the values into its config.json;
-`launch/train.py --config=… --print_config` shows them without training.
+training set's sizes when it starts (wsabie/fitting.py has the rules) and
+writes the values into its config.json; `launch/train.py --config=…
+--print_config` shows them without training.
 
 It trains 100 epochs; with a time budget (--config.train.max_seconds=60)
 as many as the budget holds while validation improves (train.num_epochs

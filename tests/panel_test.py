@@ -95,6 +95,12 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
   assert (many_gathered.loss.violators, many_gathered.loss.rank_estimate) == counted
   assert (shared.loss.violators, shared.loss.rank_estimate) == counted
   assert (few.loss.violators, few.loss.rank_estimate) == counted  # (exact: every label scored)
+  # The adaptive sampler needs draws, weighted by importance: never the exact rank.
+  adaptive = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')
+  adaptive.loss.sampler = 'adaptive'
+  for knobs in ({}, {'first_violator_max_positives': 4}, {'max_draws': 1000}):
+    got = fitting.resolve(adaptive, train, rules(**knobs))[0].loss
+    assert (got.kind, got.violators, got.rank_estimate) == ('warp',) + counted, knobs
   given = config_lib.load(f'configs/wsabie_mulan.py:{tmp_path / "toy"}')
   with given.ignore_type():
     given.train.batch_size = 64  # a value the user gives is kept
