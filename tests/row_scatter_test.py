@@ -77,9 +77,8 @@ def test_native_kernel_is_numpys_add(D):
     operands[2][::7] = 0
     got = jax.jit(native_rows.add_scaled_rows)(*map(jnp.asarray, operands))
     np.testing.assert_allclose(np.asarray(got), _np_add_at(*operands), rtol=1e-5, atol=1e-5)
-    if jax.default_backend() == 'cpu':  # row_scatter takes it where the CPU is the backend
-      lowered = jax.jit(row_scatter.add_scaled_rows).lower(*map(jnp.asarray, operands))
-      assert native_rows.TARGET in lowered.as_text()
+    lowered = jax.jit(row_scatter.add_scaled_rows).lower(*map(jnp.asarray, operands))
+    assert native_rows.TARGET in lowered.as_text()  # row_scatter takes it on the CPU
 
 
 @needs_native
@@ -101,9 +100,26 @@ def test_native_kernel_updates_a_donated_table_in_place():
   if not native_rows.available():
     pytest.skip('the native kernel is not built here')
   operands = [jnp.asarray(x) for x in _operands(np.random.default_rng(4), M=4096, D=64)]
-  hlo = jax.jit(native_rows.add_scaled_rows, donate_argnums=0).lower(*operands).compile().as_text()
-  assert 'wsabie_add_scaled_rows' in hlo
-  assert not re.search(r'f32\[4096,64\]\{1,0\} copy\(', hlo), hlo
+  for add in (native_rows.add_scaled_rows, row_scatter.add_scaled_rows):
+    hlo = jax.jit(add, donate_argnums=0).lower(*operands).compile().as_text()
+    assert 'wsabie_add_scaled_rows' in hlo and 'conditional' not in hlo
+    assert not re.search(r'f32\[4096,64\]\{1,0\} copy\(', hlo), hlo
+
+
+@needs_native
+def test_the_form_follows_the_platform_compiled_for():
+  """Where the kernel is built, a program lowered for the CPU holds it and
+  one lowered for an accelerator (on this machine or any) never does, however
+  the process's default backend reads."""
+  if not native_rows.available():
+    pytest.skip('the native kernel is not built here')
+  shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype)
+            for x in _operands(np.random.default_rng(5), D=8)]
+  custom_call = [jax.export.DisabledSafetyCheck.custom_call(native_rows.TARGET)]
+  for platform, holds in (('cpu', True), ('cuda', False), ('tpu', False)):
+    exported = jax.export.export(jax.jit(row_scatter.add_scaled_rows), platforms=[platform],
+                                 disabled_checks=custom_call)(*shapes)
+    assert (native_rows.TARGET in exported.mlir_module()) == holds, platform
 
 
 def test_no_compiler_leaves_xla_with_a_warning(monkeypatch, tmp_path, caplog):

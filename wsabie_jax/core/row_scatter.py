@@ -6,9 +6,10 @@ XLA:CPU writes a gather's N×D rows to memory before a scatter-add reads them
 back; at the stand-ins' N (41–65k non-zeros at D 128: 21–33 MB) that
 round trip costs more than the arithmetic. On the CPU the op runs as one
 C++ kernel where it can be built (core/native_rows.py: no buffer at all;
-the stand-ins' steps take 0.73–0.95 of their time with the chunks), else in chunks of at most CHUNK_FLOATS gathered floats
-(a lax.scan), each chunk staying in cache between the two. On other backends
-the one-op form is kept (their gathers and scatters fuse).
+the stand-ins' steps take 0.73–0.95 of their time with the chunks), else in
+chunks of at most CHUNK_FLOATS gathered floats (a lax.scan), each chunk
+staying in cache between the two. On other platforms the one-op form is kept
+(their gathers and scatters fuse).
 """
 from __future__ import annotations
 
@@ -29,14 +30,30 @@ CHUNK_FLOATS = 1 << 21
 def add_scaled_rows(out_MxD: jax.Array, at_N: jax.Array, scale_N: jax.Array, src_SxD: jax.Array,
                     take_N: jax.Array, at_sorted: bool = False) -> jax.Array:
   """out_MxD with scale_n·src_SxD[take_n] added at row at_n, every n (a
-  repeated row gets each of its adds); `at_sorted`: at_N is non-decreasing."""
-  N, D = at_N.shape[0], out_MxD.shape[1]
-  cpu = jax.default_backend() == 'cpu'
-  if cpu and native_rows.fits(out_MxD, at_N, scale_N, src_SxD, take_N) and native_rows.available():
-    return native_rows.add_scaled_rows(out_MxD, at_N, scale_N, src_SxD, take_N)
-  chunks = -(-N * D // CHUNK_FLOATS)
-  if chunks <= 1 or not cpu:
+  repeated row gets each of its adds); `at_sorted`: at_N is non-decreasing.
+
+  The form follows the platform the call is compiled for, not the process's
+  default backend: a run put on the host's CPU (`train.platform='cpu'`) on a
+  machine with an accelerator still takes the CPU kernel, and a program
+  lowered for an accelerator never holds it."""
+  def one_op(out_MxD, at_N, scale_N, src_SxD, take_N):
     return out_MxD.at[at_N].add(scale_N[:, None] * src_SxD[take_N], indices_are_sorted=at_sorted)
+
+  def on_cpu(*operands):
+    if native_rows.fits(*operands) and native_rows.available():
+      return native_rows.add_scaled_rows(*operands)
+    return _chunked(one_op, *operands)
+
+  return jax.lax.platform_dependent(out_MxD, at_N, scale_N, src_SxD, take_N,
+                                    cpu=on_cpu, default=one_op)
+
+
+def _chunked(one_op, out_MxD, at_N, scale_N, src_SxD, take_N):
+  """`one_op` in a lax.scan over chunks of at most CHUNK_FLOATS gathered floats."""
+  N, D = at_N.shape[0], out_MxD.shape[1]
+  chunks = -(-N * D // CHUNK_FLOATS)
+  if chunks <= 1:
+    return one_op(out_MxD, at_N, scale_N, src_SxD, take_N)
   size = -(-N // chunks)
   pad = chunks * size - N  # scale 0 at the last row: adds nothing, keeps at_N sorted
   at_CxS, take_CxS = (jnp.pad(x, (0, pad), mode='edge').reshape(chunks, size)
@@ -45,6 +62,6 @@ def add_scaled_rows(out_MxD: jax.Array, at_N: jax.Array, scale_N: jax.Array, src
 
   def add(out, chunk):
     at_S, scale_S, take_S = chunk
-    return out.at[at_S].add(scale_S[:, None] * src_SxD[take_S], indices_are_sorted=at_sorted), None
+    return one_op(out, at_S, scale_S, src_SxD, take_S), None
 
   return jax.lax.scan(add, out_MxD, (at_CxS, scale_CxS, take_CxS))[0]
