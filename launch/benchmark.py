@@ -62,11 +62,10 @@ from wsabie_jax.benchmarks import suites
 from wsabie_jax.api import cli
 from wsabie_jax.config.args import parse_overrides
 
-_SUITE = flags.DEFINE_list('suite', ['all'], ', '.join(suites.SUITES + suites.EXTRA_SUITES)
-                           + ', or all (every suite not marked by name).')
-flags.register_validator(
-    'suite', lambda names: set(names) <= {*suites.SUITES, *suites.EXTRA_SUITES, 'all'},
-    message=f'each suite is one of {", ".join(suites.SUITES + suites.EXTRA_SUITES)} or all')
+_SUITE = flags.DEFINE_list('suite', ['all'], f'{", ".join(suites.NAMES)} (all: every suite '
+                           'not marked by name).')
+flags.register_validator('suite', lambda names: not suites.unknown(names),
+                         message=f'each suite is one of {", ".join(suites.NAMES)}')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
 _PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suite.')

@@ -23,6 +23,12 @@ from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
 EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'profile', 'checkpoints')  # by name only: long, LightFM or data
+NAMES = SUITES + EXTRA_SUITES + ('all',)  # what --suite may name
+
+
+def unknown(names) -> list[str]:
+  """The names among `names` that are no suite."""
+  return sorted(set(names) - set(NAMES))
 
 
 def step_cost(small: bool):
@@ -157,9 +163,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel;
   `panel_seeds`: the panel's seeds for both systems.
   `panel_search_peer`: LightFM on panel_search's validation splits too."""
-  unknown = set(suites) - set(SUITES) - set(EXTRA_SUITES) - {'all'}
-  if unknown:
-    raise ValueError(f'unknown suites {sorted(unknown)}: choose from {SUITES + EXTRA_SUITES}')
+  if unknown(suites):
+    raise ValueError(f'unknown suites {unknown(suites)}: choose from {NAMES}')
   suites = set(SUITES) | set(suites) if 'all' in suites else set(suites)
   result = {'device': str(jax.devices()[0]), 'cpu_count': os.cpu_count()}
   if 'step_cost' in suites:
