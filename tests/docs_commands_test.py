@@ -10,7 +10,10 @@ A page's data are the user's (`--config=FILE.py:ARG`'s ARG, `--panel=DIR/…`),
 so the config is loaded without its argument, and where the file needs one
 its overrides go unchecked. A mention of a script with one flag in prose
 (`launch/evaluate.py --baseline`) parses as far as it goes: a missing
-required flag is not an error there.
+required flag is not an error there. A flag written alone (`--force_new`,
+`--config.train.max_seconds=120`) must be one some launch script defines, or
+a field some config can hold; written with a value, it parses in the one
+script that defines it.
 
 Run as a program (`parse_errors`), this file parses the commands it reads on
 stdin, each in a fork of one process that imported jax once.
@@ -34,6 +37,8 @@ PAGES = ('README.md', 'docs/*.md', 'colabs/*.md', 'colabs/*.ipynb')
 COMMAND = re.compile(r'launch/(\w+)\.py((?:\s+--[^\s`"\\]+)+)')
 PLACEHOLDER = re.compile(r'[…|<>]')      # `--table=000-4|000-5|…`: a choice, not a command
 PARTIAL = 'must have a value other than None'  # a required flag a prose mention leaves out
+LONE = re.compile(r'`(--[^`]+)`')        # an inline span of flags alone, no script before them
+STANDS_FOR = re.compile(r'=[A-Z][A-Z0-9]*(:[A-Z]+)?$')  # `--num_processes=N`, `=HOST:PORT`: a name for a value
 
 
 def _texts(path: pathlib.Path) -> list[str]:
@@ -55,6 +60,34 @@ def page_commands() -> dict[tuple[str, tuple[str, ...]], str]:
           if not any(PLACEHOLDER.search(a) for a in args):
             found.setdefault((match.group(1), args), str(path.relative_to(ROOT)))
   return found
+
+
+def lone_flags() -> dict[str, str]:
+  """Each `--flag …` span written without its script → the first page that shows it."""
+  found = {}
+  for pattern in PAGES:
+    for path in sorted(ROOT.glob(pattern)):
+      for text in _texts(path):
+        for match in LONE.finditer(text):
+          if not PLACEHOLDER.search(match.group(1)):
+            found.setdefault(match.group(1), str(path.relative_to(ROOT)))
+  return found
+
+
+def config_fields() -> set[str]:
+  """'section.field' (and deeper) of every method's config, with every data kind's fields."""
+  import dataclasses
+  from wsabie_jax import methods
+  from wsabie_jax.data import settings as data_settings
+
+  def flat(config, prefix: str):
+    for key, value in config.items():
+      yield f'{prefix}{key}'
+      if hasattr(value, 'items'):
+        yield from flat(value, f'{prefix}{key}.')
+  fields = {f for name in methods.REGISTRY for f in flat(methods.get(name).base_config(), '')}
+  return fields | {f'data.{f.name}' for cls in data_settings.CLASSES.values()
+                   for f in dataclasses.fields(cls)}
 
 
 def checked_argv(args: tuple[str, ...], loads) -> list[str]:
@@ -111,6 +144,22 @@ def _in_fork(fn) -> tuple[int, str]:
   return status, lines[-1] if lines else ''
 
 
+def _defined(script: str) -> None:
+  """Prints the flags `launch/SCRIPT.py` defines (absl's and jax's among them)."""
+  from absl import flags
+  runpy.run_path(f'launch/{script}.py', run_name='defining_flags')
+  print(json.dumps(sorted(flags.FLAGS)))
+
+
+def defined_flags() -> dict[str, set[str]]:
+  """script → the flags it defines (each script imported in a fork)."""
+  scripts = sorted(p.stem for p in (ROOT / 'launch').glob('*.py'))
+  run = subprocess.run([sys.executable, __file__, '--defined'], input=json.dumps(scripts),
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  return {script: set(names) for script, names in zip(scripts, json.loads(run.stdout))}
+
+
 def _parse(script: str, argv: list[str]) -> None:
   sys.argv = [f'launch/{script}.py', *argv, '--only_check_args']
   runpy.run_path(sys.argv[0], run_name='__main__')
@@ -121,6 +170,14 @@ def _main() -> None:
   from wsabie_jax import methods  # noqa: F401
   from wsabie_jax.api import cli
 
+  if sys.argv[1:] == ['--defined']:
+    defined = []
+    for script in json.load(sys.stdin):
+      status, last = _in_fork(lambda: _defined(script))
+      assert status == 0, f'launch/{script}.py: {last}'
+      defined.append(json.loads(last))
+    print(json.dumps(defined))
+    return
   loads = functools.cache(lambda spec: _in_fork(lambda: cli.load_config(spec))[0] == 0)
   errors = []
   for script, args in json.load(sys.stdin):
@@ -165,6 +222,59 @@ def test_every_page_command_parses():
   stale = [f'{page}: launch/{script}.py {" ".join(args)}\n    {error}'
            for ((script, args), page), error in zip(commands, errors) if error]
   assert not stale, 'commands that no longer parse:\n' + '\n'.join(stale)
+
+
+def lone_flag_errors(spans: dict[str, str], defined: dict[str, set[str]],
+                     fields: set[str]) -> list[str]:
+  """What is wrong with each span of lone flags: a flag no script defines, a
+  config field no config holds, or (a flag one script alone defines, written
+  with a value) that script's parse error."""
+  wrong, to_parse = [], []
+  for span, page in sorted(spans.items()):
+    tokens = [t for t in span.split() if t.startswith('--')]
+    owners = set(defined)
+    for token in tokens:
+      name = token[2:].split('=', 1)[0]
+      if name.startswith('config.'):
+        if name[len('config.'):] not in fields:
+          wrong.append(f'{page}: `{span}`: no config has a field {name[len("config."):]!r}')
+        continue
+      owners &= {script for script, names in defined.items() if name in names}
+      if not owners:
+        wrong.append(f'{page}: `{span}`: no launch script defines --{name}')
+        break
+    plain = [t for t in tokens if not t.startswith('--config.')]
+    if (owners and len(owners) == 1 and any('=' in t for t in plain)
+        and not any(STANDS_FOR.search(t) for t in plain)):
+      to_parse.append((page, span, owners.pop(), plain))
+  errors = parse_errors([(script, argv) for _, _, script, argv in to_parse])
+  wrong += [f'{page}: `{span}` (launch/{script}.py): {error}'
+            for (page, span, script, _), error in zip(to_parse, errors) if error]
+  return wrong
+
+
+def test_a_lone_flag_is_checked():
+  """A lone flag no script defines, a field no config holds and a bad value are caught."""
+  defined = {'benchmark': {'suite', 'panel_round'}, 'train': {'force_new', 'config'},
+             'evaluate': {'config'}}
+  fields = {'train.max_seconds'}
+  wrong = lone_flag_errors({'--forse_new': 'A.md', '--config.train.max_secs=1': 'B.md',
+                            '--suite=no_such_suite': 'C.md', '--force_new': 'D.md',
+                            '--config.train.max_seconds=120': 'E.md', '--config': 'F.md',
+                            '--panel_round=N': 'G.md'},
+                           defined, fields)
+  assert len(wrong) == 3, wrong
+  by_page = {w.split(':', 1)[0]: w for w in wrong}
+  assert '--forse_new' in by_page['A.md']
+  assert "'train.max_secs'" in by_page['B.md']
+  assert 'no_such_suite' in by_page['C.md']
+
+
+def test_every_lone_flag_exists():
+  spans = lone_flags()
+  assert '--force_new' in spans and any(s.startswith('--config.') for s in spans)
+  wrong = lone_flag_errors(spans, defined_flags(), config_fields())
+  assert not wrong, 'flags the pages name that nothing defines:\n' + '\n'.join(wrong)
 
 
 if __name__ == '__main__':
