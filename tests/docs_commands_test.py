@@ -38,7 +38,8 @@ COMMAND = re.compile(r'launch/(\w+)\.py((?:\s+--[^\s`"\\]+)+)')
 PLACEHOLDER = re.compile(r'[…|<>]')      # `--table=000-4|000-5|…`: a choice, not a command
 PARTIAL = 'must have a value other than None'  # a required flag a prose mention leaves out
 LONE = re.compile(r'`(--[^`]+)`')        # an inline span of flags alone, no script before them
-STANDS_FOR = re.compile(r'=[A-Z][A-Z0-9]*(:[A-Z]+)?$')  # `--num_processes=N`, `=HOST:PORT`: a name for a value
+# `--num_processes=N`, `=HOST:PORT`: a name that stands for a value, not one
+STANDS_FOR = re.compile(r'=[A-Z][A-Z0-9]*(:[A-Z]+)?$')
 
 
 def _texts(path: pathlib.Path) -> list[str]:
@@ -247,7 +248,7 @@ def lone_flag_errors(spans: dict[str, str], defined: dict[str, set[str]],
     if (owners and len(owners) == 1 and any('=' in t for t in plain)
         and not any(STANDS_FOR.search(t) for t in plain)):
       to_parse.append((page, span, owners.pop(), plain))
-  errors = parse_errors([(script, argv) for _, _, script, argv in to_parse])
+  errors = parse_errors([(script, argv) for _, _, script, argv in to_parse]) if to_parse else []
   wrong += [f'{page}: `{span}` (launch/{script}.py): {error}'
             for (page, span, script, _), error in zip(to_parse, errors) if error]
   return wrong
