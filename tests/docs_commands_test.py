@@ -50,28 +50,32 @@ def _texts(path: pathlib.Path) -> list[str]:
   return [''.join(c['source']).replace('\\\n', ' ') for c in cells]
 
 
-def page_commands() -> dict[tuple[str, tuple[str, ...]], str]:
-  """(script, its flags) → the first page that shows it."""
-  found = {}
+def _page_texts():
+  """(page, text) of every page, a notebook's cells one by one."""
   for pattern in PAGES:
     for path in sorted(ROOT.glob(pattern)):
       for text in _texts(path):
-        for match in COMMAND.finditer(text):
-          args = tuple(match.group(2).split())
-          if not any(PLACEHOLDER.search(a) for a in args):
-            found.setdefault((match.group(1), args), str(path.relative_to(ROOT)))
+        yield str(path.relative_to(ROOT)), text
+
+
+def page_commands() -> dict[tuple[str, tuple[str, ...]], str]:
+  """(script, its flags) → the first page that shows it."""
+  found = {}
+  for page, text in _page_texts():
+    for match in COMMAND.finditer(text):
+      args = tuple(match.group(2).split())
+      if not any(PLACEHOLDER.search(a) for a in args):
+        found.setdefault((match.group(1), args), page)
   return found
 
 
 def lone_flags() -> dict[str, str]:
   """Each `--flag …` span written without its script → the first page that shows it."""
   found = {}
-  for pattern in PAGES:
-    for path in sorted(ROOT.glob(pattern)):
-      for text in _texts(path):
-        for match in LONE.finditer(text):
-          if not PLACEHOLDER.search(match.group(1)):
-            found.setdefault(match.group(1), str(path.relative_to(ROOT)))
+  for page, text in _page_texts():
+    for match in LONE.finditer(text):
+      if not PLACEHOLDER.search(match.group(1)):
+        found.setdefault(match.group(1), page)
   return found
 
 
@@ -79,14 +83,11 @@ def config_fields() -> set[str]:
   """'section.field' (and deeper) of every method's config, with every data kind's fields."""
   import dataclasses
   from wsabie_jax import methods
+  from wsabie_jax.api.config_view import _flat
   from wsabie_jax.data import settings as data_settings
 
-  def flat(config, prefix: str):
-    for key, value in config.items():
-      yield f'{prefix}{key}'
-      if hasattr(value, 'items'):
-        yield from flat(value, f'{prefix}{key}.')
-  fields = {f for name in methods.REGISTRY for f in flat(methods.get(name).base_config(), '')}
+  fields = {name for method in methods.REGISTRY
+            for name, _ in _flat(methods.get(method).base_config().to_dict())}
   return fields | {f'data.{f.name}' for cls in data_settings.CLASSES.values()
                    for f in dataclasses.fields(cls)}
 
@@ -108,12 +109,17 @@ def checked_argv(args: tuple[str, ...], loads) -> list[str]:
   return argv
 
 
-def parse_errors(commands: list[tuple[str, list[str]]]) -> list[str | None]:
-  """Each (script, page flags)'s one-line parse error, or None."""
-  run = subprocess.run([sys.executable, __file__], input=json.dumps(commands), cwd=ROOT,
+def _in_child(payload: list, *argv: str) -> list:
+  """This file run as a program (`_main`) on `payload`: its answer, one item an entry."""
+  run = subprocess.run([sys.executable, __file__, *argv], input=json.dumps(payload), cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, run.stderr
   return json.loads(run.stdout)
+
+
+def parse_errors(commands: list[tuple[str, list[str]]]) -> list[str | None]:
+  """Each (script, page flags)'s one-line parse error, or None."""
+  return _in_child(commands)
 
 
 def _in_fork(fn) -> tuple[int, str]:
@@ -155,10 +161,7 @@ def _defined(script: str) -> None:
 def defined_flags() -> dict[str, set[str]]:
   """script → the flags it defines (each script imported in a fork)."""
   scripts = sorted(p.stem for p in (ROOT / 'launch').glob('*.py'))
-  run = subprocess.run([sys.executable, __file__, '--defined'], input=json.dumps(scripts),
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-  assert run.returncode == 0, run.stderr
-  return {script: set(names) for script, names in zip(scripts, json.loads(run.stdout))}
+  return {script: set(names) for script, names in zip(scripts, _in_child(scripts, '--defined'))}
 
 
 def _parse(script: str, argv: list[str]) -> None:
