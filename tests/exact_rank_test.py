@@ -30,9 +30,14 @@ def test_chunks_equal_the_full_matrix(score, chunk, rank_weights):
     return jnp.sum(weight * warp.exact_rank_loss(scores, label, mask, Y, rank_weights, 0.5))
 
   want_loss, (want_dx, want_dW) = jax.value_and_grad(full, (0, 1))(image, W)
-  loss, dx, dW = exact_rank.row_grads(image, W, label, jnp.asarray(pos), weight, score=score,
-                                      rank_weights=rank_weights, margin=0.5, chunk=chunk)
+  loss, dx, dW, rank = exact_rank.row_grads(image, W, label, jnp.asarray(pos), weight,
+                                            score=score, rank_weights=rank_weights, margin=0.5,
+                                            chunk=chunk)
   assert float(want_loss) > 0
+  # the rank: each pair's negatives scoring above its positive's score − margin
+  scores = np.asarray(model.score_all(image, W, score))
+  pos_score = scores[np.arange(B), np.asarray(label)][:, None]
+  np.testing.assert_array_equal(rank, np.sum(~np.asarray(mask) & (scores > pos_score - 0.5), 1))
   np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
   np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(dW, want_dW, rtol=1e-4, atol=1e-5)

@@ -289,6 +289,27 @@ def test_reference_losses_reduce_exact_rank_loss(loss):
   assert exact_loss(state.params) < 0.8 * before
 
 
+@pytest.mark.parametrize('tables', ['rows', 'whole'])
+def test_exact_step_counts_the_pairs_with_a_violator(tables):
+  """The exact rank's step reports the real pairs with at least one violator
+  (a negative above the positive's score − margin), counted here from every
+  label's score; both ways of reading the tables, a padding pair left out."""
+  cfg = helpers.step_config(Y, dim=D, loss='exact', max_norm=3.0, tables=tables)
+  state = step_lib.init_state(jax.random.PRNGKey(4), d, cfg)
+  state = state._replace(params=model.Params(*(model.project_rows(p * 20, 3.0) for p in state.params)))
+  batch = _tiny_batch(1)._replace(weight_BxQ=np.asarray([[1.0]] * (B - 1) + [[0.0]], np.float32))
+  x = model.embed_images(state.params.V_dxD[batch.feat_idx_BxF], batch.feat_val_BxF)
+  S = np.asarray(x @ state.params.W_YxD.T)
+  positive = np.zeros((B, Y + 1), bool)
+  positive[np.arange(B)[:, None], batch.pos_BxP] = True
+  pos_score = S[np.arange(B), batch.label_BxQ[:, 0]][:, None]
+  rank = np.sum(~positive[:, :Y] & (S > pos_score - cfg.loss.margin), 1)
+  want = int(np.sum((rank > 0) & (batch.weight_BxQ[:, 0] > 0)))
+  assert 0 < want < B - 1, rank  # not vacuous: some pairs with, some without
+  _, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))
+  assert int(stats['violator_found']) == want and int(stats['pairs']) == B - 1
+
+
 def test_bad_config_names_the_field():
   with pytest.raises(ValueError, match='LossConfig.kind='):
     step_lib.LossConfig(kind='warpp')

@@ -148,9 +148,15 @@ def test_exact_rank_read_whole_equals_the_full_matrix():
   want_loss, (want_dx, want_dW) = jax.value_and_grad(full, (0, 1))(image, W)
   dS = jax.grad(full_of_scores)(image @ W.T)
   want_sq = jnp.square(dS).T @ jnp.mean(jnp.square(image), -1)
-  loss, dx, dW = table_reads.exact_label_grads(W, image, jnp.asarray(label), jnp.asarray(weight),
-                                          jnp.asarray(pos), rank_weights='harmonic', margin=0.5)
+  loss, dx, dW, rank = table_reads.exact_label_grads(
+      W, image, jnp.asarray(label), jnp.asarray(weight), jnp.asarray(pos), rank_weights='harmonic',
+      margin=0.5)
   assert float(want_loss) > 0
+  # the rank: each pair's negatives scoring above its positive's score − margin
+  S = np.asarray(image @ W.T)
+  pos_score = np.take_along_axis(S, label, 1)[..., None]
+  np.testing.assert_array_equal(
+      rank, np.sum(~np.asarray(mask)[:, None] & (S[:, None] > pos_score - 0.5), 2))
   np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
   np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(dW.grad_NxD, want_dW, rtol=1e-4, atol=1e-5)

@@ -37,7 +37,8 @@ def _chunks(W_YxD: jax.Array, chunk: int):
 def row_grads(image_BxD: jax.Array, W_YxD: jax.Array, label_B: jax.Array, pos_BxP: jax.Array,
               weight_B: jax.Array, *, score: str, rank_weights: str, margin: float,
               chunk: int):
-  """(loss, ∂/∂image B×D, ∂/∂W Y×D) of Σ_b weight_b · eq. (6) for pair (x_b, y_b).
+  """(loss, ∂/∂image B×D, ∂/∂W Y×D, each pair's rank B) of Σ_b weight_b ·
+  eq. (6) for pair (x_b, y_b), the rank its count of violators.
 
   `pos_BxP` are the image's positives (padded with Y): never counted as
   violators. The positive row's gradient is folded into ∂/∂W.
@@ -69,4 +70,4 @@ def row_grads(image_BxD: jax.Array, W_YxD: jax.Array, label_B: jax.Array, pos_Bx
   zeros = (jnp.zeros(()), jnp.zeros_like(image_BxD), jnp.zeros_like(W_pos_BxD))
   (loss, g_image, g_pos), dW_NxCxD = jax.lax.scan(differentiate, zeros, (W_NxCxD, ids_NxC, real_NxC))
   g_W = dW_NxCxD.reshape(-1, W_YxD.shape[1])[:Y].at[label_B].add(g_pos)
-  return loss, g_image, g_W
+  return loss, g_image, g_W, rank_B

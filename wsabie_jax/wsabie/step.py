@@ -168,21 +168,25 @@ def exact_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch):
   whole = table_reads.choose(cfg, B, Q, batch.feat_idx_SxN.size, V.shape[0])
   image_BxD, V_grads_of = table_reads.embed(V, batch, B, whole.features)
   if whole.labels:
-    loss, g_image_BxD, gW = table_reads.exact_label_grads(
+    loss, g_image_BxD, gW, rank_BxQ = table_reads.exact_label_grads(
         W, image_BxD, batch.label_BxQ, batch.weight_BxQ, batch.pos_BxP,
         rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin)
   else:
     per_pair = lambda x: jnp.repeat(x, Q, axis=0)
-    loss, g_image_PxD, gW_YxD = exact_rank.row_grads(
+    loss, g_image_PxD, gW_YxD, rank_P = exact_rank.row_grads(
         per_pair(image_BxD), W, batch.label_BxQ.reshape(-1), per_pair(batch.pos_BxP),
         batch.weight_BxQ.reshape(-1), score=cfg.model.score,
         rank_weights=cfg.loss.rank_weights, margin=cfg.loss.margin,
         chunk=min(cfg.loss.label_chunk, cfg.num_labels))
     g_image_BxD = g_image_PxD.reshape(B, Q, -1).sum(1)
     gW = row_optim.RowPieces(jnp.arange(cfg.num_labels), gW_YxD)
+    rank_BxQ = rank_P.reshape(B, Q)
+  real_BxQ = batch.weight_BxQ > 0
   return RowGrads(V_grads_of(g_image_BxD), gW), {
-      'loss': loss, 'pairs': jnp.sum(batch.weight_BxQ > 0),
-      'nonfinite': jnp.sum(~jnp.isfinite(image_BxD))}
+      'loss': loss, 'pairs': jnp.sum(real_BxQ),
+      'nonfinite': jnp.sum(~jnp.isfinite(image_BxD)),
+      # pairs with a violator: the only ones that move (no draws to count)
+      'violator_found': jnp.sum((rank_BxQ > 0) & real_BxQ)}
 
 
 def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,

@@ -160,7 +160,8 @@ def exact_label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Arr
   for every pair (b, q): each of its r violators ȳ weighed L(r)/r, read off
   S = images·Wᵀ (warp.exact_rank_loss, by matmul). The rank is a count: not
   differentiated. A row's slopes on label y, summed over its Q pairs, are one
-  piece of W_y (Adagrad: slope²·mean(image_b²))."""
+  piece of W_y (Adagrad: slope²·mean(image_b²)). Also each pair's rank
+  (its count of violators, B×Q)."""
   Y = W_YxD.shape[0]
   S_BxY = image_BxD @ W_YxD.T
   pos_BxQ = jnp.take_along_axis(S_BxY, label_BxQ, 1)
@@ -178,4 +179,5 @@ def exact_label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Arr
   # Σ w·Σ_viol (margin − f_y + f_ȳ) = Σ C·S + margin·Σ w·r: a B×Y sum, not B×Q×Y.
   loss = jnp.sum(C_BxY * S_BxY) + margin * jnp.sum(w_BxQ * rank_BxQ)
   sq_Y = jnp.square(C_BxY).T @ jnp.mean(jnp.square(image_BxD), -1)
-  return loss, C_BxY @ W_YxD, row_optim.DenseGrad(C_BxY.T @ image_BxD, sq_Y, jnp.any(C_BxY != 0, 0))
+  return (loss, C_BxY @ W_YxD,
+          row_optim.DenseGrad(C_BxY.T @ image_BxD, sq_Y, jnp.any(C_BxY != 0, 0)), rank_BxQ)
