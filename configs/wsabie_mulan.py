@@ -26,8 +26,9 @@ to its best state at a quarter of the learning rate, three times, then stops
 
 The constants and the rest (D, C, learning rate, bias feature) were chosen
 on validation splits carved from the training files of a panel of six real
-data sets (Corel5k and five Mulan sets), the test splits untouched; README
-"Defaults across data" has the search and the panel's figures.
+data sets (Corel5k and five Mulan sets), Delicious and synthetic stand-ins,
+the test splits untouched; docs/RESULTS.md "One config for any multi-label
+set" has the search and the panel's figures.
 """
 import os
 
@@ -43,7 +44,7 @@ from wsabie_jax.methods import wsabie
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg, flags=('libsvm', 'small'), rest='data_dir', where='wsabie_mulan.py')
   c = wsabie.base_config(_data(a['data_dir'], a['libsvm']))
-  c.model.update(dim=128, max_norm=100.0)  # a loose bound: README "Defaults across data"
+  c.model.update(dim=128, max_norm=100.0)  # a loose bound: docs/RESULTS.md "The max-norm bound C"
   # Fitted to the training set when the run starts (wsabie/fitting.py):
   c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', 'violators', 'rank_estimate')
   c.optim = auto(c.optim, 'learning_rate', kind='adagrad')

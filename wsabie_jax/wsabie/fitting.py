@@ -33,7 +33,8 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
                       smaller ones)
 
 The rules' constants were chosen on validation splits of a panel of six real
-data sets (README "Defaults across data"; benchmarks/search_rounds.py).
+data sets, then Delicious and the stand-ins (docs/RESULTS.md "One config for
+any multi-label set"; benchmarks/search_rounds.py).
 """
 from __future__ import annotations
 
