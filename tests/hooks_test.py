@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers import FakeClock
 from wsabie_jax.training import hooks, settings
-from wsabie_jax.training.recorder import Clock
+from wsabie_jax.training.recorder import Clock, read_stats
 
 
 def _call(step, done, stats=None, first=False):
@@ -133,3 +133,15 @@ def test_validation_spacing_keeps_validations_to_a_share_of_the_budget():
   unbudgeted.validated(5.0)
   unbudgeted.validated(0.3)
   assert unbudgeted.every == 20
+
+
+def test_a_steps_stats_read_per_pair():
+  """recorder.read_stats: the loss per pair, the share of pairs that found a
+  violator, and the draws an update took where the step drew (the exact rank
+  draws none, so it has no such figure)."""
+  drawn = {'loss': np.float32(6.0), 'pairs': np.int32(4), 'violator_found': np.int32(2),
+           'draws_to_violator': np.int32(7)}
+  assert read_stats(drawn) == {'loss': 1.5, 'violator_rate': 0.5, 'draws_per_update': 3.5}
+  exact = {'loss': np.float32(6.0), 'pairs': np.int32(4), 'violator_found': np.int32(1)}
+  assert read_stats(exact) == {'loss': 1.5, 'violator_rate': 0.25}
+  assert read_stats({'loss': np.float32(0.0), 'pairs': np.int32(0)}) == {'loss': 0.0}

@@ -191,6 +191,6 @@ def read_stats(stats: dict) -> dict:
   if 'violator_found' in s:
     found = int(s['violator_found'])
     out['violator_rate'] = found / pairs
-  if 'draws_to_violator' in s:  # (the exact rank draws nothing)
-    out['draws_per_update'] = float(s['draws_to_violator']) / max(found, 1)
+    if 'draws_to_violator' in s:  # (the exact rank draws nothing)
+      out['draws_per_update'] = float(s['draws_to_violator']) / max(found, 1)
   return out
