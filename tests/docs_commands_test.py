@@ -248,7 +248,7 @@ def lone_flag_errors(spans: dict[str, str], defined: dict[str, set[str]],
         wrong.append(f'{page}: `{span}`: no launch script defines --{name}')
         break
     plain = [t for t in tokens if not t.startswith('--config.')]
-    if (owners and len(owners) == 1 and any('=' in t for t in plain)
+    if (len(owners) == 1 and any('=' in t for t in plain)
         and not any(STANDS_FOR.search(t) for t in plain)):
       to_parse.append((page, span, owners.pop(), plain))
   errors = parse_errors([(script, argv) for _, _, script, argv in to_parse]) if to_parse else []
