@@ -20,6 +20,7 @@ Suites:
              vs LightFM with every CPU thread on the synthetic data (time to
              LightFM's final test p@1); the Corel5k config's pairs/s.
              python launch/benchmark.py --suite=accelerator --budget_seconds=45
+             (--accelerator_tables=grid --accelerator_labels=100000: part of it)
   panel      (by name; needs LightFM) one config file on every data set of a panel
              (--panel_config, default configs/wsabie_mulan.py) vs LightFM's WARP with
              max_sampled 10 and Y at the config's D, 2 threads: test p@1,
@@ -96,6 +97,14 @@ _PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEAR
 _PANEL_SEARCH_PEER = flags.DEFINE_bool(
     'panel_search_peer', False, 'panel_search: LightFM (max_sampled 10 and Y) on the same '
     'validation splits, kept at its best of the same validations, beside the candidates.')
+_ACCELERATOR_TABLES = flags.DEFINE_multi_enum(
+    'accelerator_tables', ['corel5k', 'lightfm', 'grid'], ['corel5k', 'lightfm', 'grid'],
+    'accelerator: which of its tables to take.')
+_ACCELERATOR_LABELS = flags.DEFINE_list(
+    'accelerator_labels', [], 'accelerator: the grid\'s Ys (default 10000,100000,1000000).')
+flags.register_validator('accelerator_labels',
+                         lambda ys: all(y.isdigit() and int(y) > 1 for y in ys),
+                         message='each Y is an integer above 1')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')
 _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
 
@@ -107,7 +116,8 @@ def main(argv):
                           [float(b) for b in _PANEL_BUDGETS.value], _PANEL_CONFIG.value,
                           _PANEL_ROUND.value, _PANEL_RUNS.value,
                           parse_overrides(_PANEL_OVERRIDE.value), _PANEL_SEARCH_PEER.value,
-                          _PANEL_SEEDS.value)
+                          _PANEL_SEEDS.value, _ACCELERATOR_TABLES.value,
+                          [int(y) for y in _ACCELERATOR_LABELS.value] or None)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

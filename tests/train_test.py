@@ -126,7 +126,7 @@ def assert_same_states(one, many, resumed):
     if exact or not np.issubdtype(np.asarray(x).dtype, np.floating):
       np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     else:
-      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-5)
 
 
 def test_device_stream_gathers_the_host_batches():

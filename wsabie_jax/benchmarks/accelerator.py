@@ -40,9 +40,17 @@ def _grid_data(num_labels: int, small: bool):
   return data
 
 
-def grid(small: bool, seconds: float, steps_per_call: int) -> list[dict]:
-  Bs, Ks, Ys = ((64, 256), (10, 50), (500, 5000)) if small else (
-      (1024, 4096), (100, 1000), (10_000, 100_000, 1_000_000))
+GRID_LABELS = (10_000, 100_000, 1_000_000)
+SMALL_GRID_LABELS = (500, 5000)
+TABLES = ('corel5k', 'lightfm', 'grid')
+
+
+def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[dict]:
+  """The grid's rows at each Y in `labels` (default GRID_LABELS, or
+  SMALL_GRID_LABELS when small): a device call too short for all twelve rows
+  takes the Ys left."""
+  Bs, Ks = ((64, 256), (10, 50)) if small else ((1024, 4096), (100, 1000))
+  Ys = labels or (SMALL_GRID_LABELS if small else GRID_LABELS)
   deterministic_at = (256, 10, 5000) if small else (4096, 100, 100_000)
   rows = []
   for Y in Ys:
@@ -149,11 +157,18 @@ def corel5k(steps: int) -> dict:
   return out
 
 
-def run(small: bool, budget: float, steps_per_call: int = 64) -> dict:
+def run(small: bool, budget: float, steps_per_call: int = 64, tables=TABLES,
+        labels=None) -> dict:
+  """The `tables` named (of TABLES), the grid at the Ys in `labels`."""
+  if set(tables) - set(TABLES):
+    raise ValueError(f'unknown accelerator tables {sorted(set(tables) - set(TABLES))}: '
+                     f'choose from {TABLES}')
   seconds = 2.0 if small else 3.0
-  # The short tables first (a dict's values run in order): a run cut off by a
-  # time limit still has them printed, and the grid's rows print as each ends.
-  return {'corel5k': corel5k(200 if small else 5000),
-          'lightfm': versus_lightfm(small, budget, steps_per_call),
-          'grid': grid(small, seconds, steps_per_call), 'steps_per_call': steps_per_call}
+  # The short tables first: a run cut off by a time limit still has them
+  # printed, and the grid's rows print as each ends.
+  makers = {'corel5k': lambda: corel5k(200 if small else 5000),
+            'lightfm': lambda: versus_lightfm(small, budget, steps_per_call),
+            'grid': lambda: grid(small, seconds, steps_per_call, labels)}
+  out = {name: makers[name]() for name in TABLES if name in tables}
+  return {**out, 'steps_per_call': steps_per_call}
 

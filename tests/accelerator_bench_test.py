@@ -1,0 +1,26 @@
+"""The `accelerator` benchmark suite takes the tables and the grid's Ys it is
+asked for (figures are printed by launch/benchmark.py --suite=accelerator on a
+device, not asserted)."""
+import math
+
+import pytest
+
+from wsabie_jax.benchmarks import accelerator
+
+
+def test_an_unknown_table_is_refused_by_name():
+  with pytest.raises(ValueError, match=r"unknown accelerator tables \['grids'\]"):
+    accelerator.run(small=True, budget=1.0, tables=('grids',))
+
+
+@pytest.mark.slow  # eight small trainings
+def test_the_grid_takes_only_the_labels_asked():
+  rows = accelerator.run(small=True, budget=1.0, steps_per_call=4, tables=('grid',),
+                         labels=(500,))
+  assert set(rows) == {'grid', 'steps_per_call'}  # no corel5k, no LightFM
+  grid = rows['grid']
+  assert [(r['Y'], r['B'], r['K']) for r in grid] == [
+      (500, 64, 10), (500, 64, 50), (500, 256, 10), (500, 256, 50)]
+  for r in grid:
+    assert all(r[k] > 0 for k in ('alone', 'loop_1', 'loop_4')), r
+    assert math.isclose(r['loop_over_alone'], r['loop_4'] / r['alone'])
