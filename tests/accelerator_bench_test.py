@@ -22,5 +22,5 @@ def test_the_grid_takes_only_the_labels_asked():
   assert [(r['Y'], r['B'], r['K']) for r in grid] == [
       (500, 64, 10), (500, 64, 50), (500, 256, 10), (500, 256, 50)]
   for r in grid:
-    assert all(r[k] > 0 for k in ('alone', 'loop_1', 'loop_4')), r
+    assert all(r[k] > 0 for k in ('alone', 'alone_gathered', 'loop_1', 'loop_4')), r
     assert math.isclose(r['loop_over_alone'], r['loop_4'] / r['alone'])

@@ -1,7 +1,9 @@
 """launch/benchmark.py --suite=accelerator: does the loop feed the device?
 
 Three tables, each printed and returned (corel5k, lightfm, then grid):
-  grid     the step alone (one dispatch a step on a fixed batch) against the
+  grid     the step alone (one dispatch a step on a fixed batch), the step
+           that gathers and packs that batch on the device from its row ids
+           (as each step of the loop's calls does there), and the
            training loop end to end (train_examples_per_sec: the steps' time,
            compilation and validation left out) at B ∈ {1,024, 4,096},
            K ∈ {100, 1,000}, D = 100, Y ∈ {10k, 100k, 1M}; the loop at
@@ -64,10 +66,12 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[
                             eval_subset=100, log_every_steps=10**9)
         train = common.load_splits(config)[0]
         cfg = wsabie_method.step_config(config, train.num_labels)
-        batch = batching.PairStream(train, B, 0).batch(1)
+        stream = batching.PairStream(train, B, 0)
         row = {'Y': Y, 'B': B, 'K': K}
-        row['alone'] = B / timed.timed_step(cfg, train.num_features, batch,
-                                                   steps=20 if small else 200)
+        row['alone'] = B / timed.timed_step(cfg, train.num_features, stream.batch(1),
+                                            steps=20 if small else 200)
+        row['alone_gathered'] = B / timed.timed_gathered_step(cfg, stream, train.num_features,
+                                                              steps=20 if small else 200)
         if (B, K, Y) == deterministic_at:  # what exactness costs, two ways
           row['alone_deterministic'] = B / timed.timed_step(
               cfg, train.num_features, batch, steps=10 if small else 50, deterministic=True)
@@ -94,14 +98,15 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[
 def _print_grid(rows, per_call: int, header: bool):
   if header:
     print('\nStep alone vs the training loop end to end (pairs/s), D = 100')
-    print(f'{"Y":>9} {"B":>5} {"K":>5} {"alone":>12} {"loop 1/call":>12} '
+    print(f'{"Y":>9} {"B":>5} {"K":>5} {"alone":>12} {"gathered":>12} {"loop 1/call":>12} '
           f'{f"loop {per_call}/call":>13} {"loop ÷ alone":>13} {"alone, deterministic":>21} '
           f'{"alone, TF32":>12}')
   for r in rows:
     det, tf32 = r.get('alone_deterministic'), r.get('alone_tensorfloat32')
     det = f'{det:>12,.0f} ({r["alone"] / det:.1f}×)' if det else ''
     tf32 = f'{tf32:>12,.0f}' if tf32 else ''
-    print(f'{r["Y"]:>9,} {r["B"]:>5} {r["K"]:>5} {r["alone"]:>12,.0f} {r["loop_1"]:>12,.0f} '
+    print(f'{r["Y"]:>9,} {r["B"]:>5} {r["K"]:>5} {r["alone"]:>12,.0f} '
+          f'{r["alone_gathered"]:>12,.0f} {r["loop_1"]:>12,.0f} '
           f'{r[f"loop_{per_call}"]:>13,.0f} {r["loop_over_alone"]:>13.2f} {det:>21} {tf32:>12}',
           flush=True)
 

@@ -28,16 +28,33 @@ def timed_step(cfg: step_lib.StepConfig, num_features: int, batch: dict,
                steps: int = 50, deterministic: bool = False) -> float:
   """Seconds per training step on a fixed batch, after compilation (one
   dispatch a step, compiled as the training loop compiles it)."""
+  step = lambda s, b: step_lib.train_step(cfg, s, b)
+  return _seconds_a_step(cfg, num_features, step, (jax.device_put(batch),), steps, deterministic)
+
+
+def timed_gathered_step(cfg: step_lib.StepConfig, stream: batching.PairStream,
+                        num_features: int, steps: int = 50) -> float:
+  """Seconds per training step that gathers and packs its own batch on the
+  device from the stream's resident arrays and one batch's row ids, as each
+  step of the loop's calls does on an accelerator (training/dispatch.py);
+  `timed_step` less this is what that gathering costs."""
+  ids = stream.ids(1)
+  budget = stream.budget(ids[None])
+  step = lambda s, table, ids: step_lib.train_step(cfg, s, stream.gather(table, ids, budget))
+  return _seconds_a_step(cfg, num_features, step,
+                         (jax.device_put(stream.table()), jax.device_put(ids)), steps)
+
+
+def _seconds_a_step(cfg, num_features: int, step, inputs: tuple, steps: int,
+                    deterministic: bool = False) -> float:
   state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
-  step = jax.jit(lambda s, b: step_lib.train_step(cfg, s, b), donate_argnums=0,
-                 compiler_options=dispatch.compiler_options(deterministic))
-  batch = jax.device_put(batch)
+  step = jax.jit(step, donate_argnums=0, compiler_options=dispatch.compiler_options(deterministic))
   for _ in range(3):
-    state, _ = step(state, batch)
+    state, _ = step(state, *inputs)
   jax.block_until_ready(state)
   t = time.perf_counter()
   for _ in range(steps):
-    state, _ = step(state, batch)
+    state, _ = step(state, *inputs)
   jax.block_until_ready(state)
   return (time.perf_counter() - t) / steps
 
