@@ -24,3 +24,7 @@ def test_the_grid_takes_only_the_labels_asked():
   for r in grid:
     assert all(r[k] > 0 for k in ('alone', 'alone_gathered', 'loop_1', 'loop_4')), r
     assert math.isclose(r['loop_over_alone'], r['loop_4'] / r['alone'])
+  # what exactness costs, at one cell: XLA's deterministic ops and TF32 matmuls
+  assert [('alone_deterministic' in r, 'alone_tensorfloat32' in r) for r in grid] == [
+      (False, False), (False, False), (True, True), (False, False)]
+  assert grid[2]['alone_deterministic'] > 0 and grid[2]['alone_tensorfloat32'] > 0

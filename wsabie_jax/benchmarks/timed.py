@@ -36,8 +36,8 @@ def timed_gathered_step(cfg: step_lib.StepConfig, stream: batching.PairStream,
                         num_features: int, steps: int = 50) -> float:
   """Seconds per training step that gathers and packs its own batch on the
   device from the stream's resident arrays and one batch's row ids, as each
-  step of the loop's calls does on an accelerator (training/dispatch.py);
-  `timed_step` less this is what that gathering costs."""
+  step of the loop's calls does on an accelerator (training/dispatch.py):
+  its time less `timed_step`'s is what that gathering costs."""
   ids = stream.ids(1)
   budget = stream.budget(ids[None])
   step = lambda s, table, ids: step_lib.train_step(cfg, s, stream.gather(table, ids, budget))
