@@ -59,7 +59,7 @@ import pathlib
 
 from absl import flags, logging
 
-from wsabie_jax.benchmarks import suites
+from wsabie_jax.benchmarks import accelerator, suites
 from wsabie_jax.api import cli
 from wsabie_jax.config.args import parse_overrides
 
@@ -98,7 +98,7 @@ _PANEL_SEARCH_PEER = flags.DEFINE_bool(
     'panel_search_peer', False, 'panel_search: LightFM (max_sampled 10 and Y) on the same '
     'validation splits, kept at its best of the same validations, beside the candidates.')
 _ACCELERATOR_TABLES = flags.DEFINE_multi_enum(
-    'accelerator_tables', ['corel5k', 'lightfm', 'grid'], ['corel5k', 'lightfm', 'grid'],
+    'accelerator_tables', list(accelerator.TABLES), accelerator.TABLES,
     'accelerator: which of its tables to take.')
 _ACCELERATOR_LABELS = flags.DEFINE_list(
     'accelerator_labels', [], 'accelerator: the grid\'s Ys (default 10000,100000,1000000).')

@@ -37,7 +37,7 @@ def test_chunks_equal_the_full_matrix(score, chunk, rank_weights):
   # the rank: each pair's negatives scoring above its positive's score − margin
   scores = np.asarray(model.score_all(image, W, score))
   pos_score = scores[np.arange(B), np.asarray(label)][:, None]
-  np.testing.assert_array_equal(rank, np.sum(~np.asarray(mask) & (scores > pos_score - 0.5), 1))
+  np.testing.assert_array_equal(rank, helpers.violator_counts(scores, pos_score, mask, 0.5))
   np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
   np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(dW, want_dW, rtol=1e-4, atol=1e-5)

@@ -83,10 +83,27 @@ def optimized(when: bool = True):
 def wordnet_or_skip():
   """nltk's reader over Debian's WordNet (wordnet-base), or the test skipped
   with the error that says how to install it."""
+  from wsabie_jax.data import wordnet
+  with skipped_without_wordnet():
+    return wordnet.load()
+
+
+def violator_counts(scores, positive_score, positive, margin: float) -> np.ndarray:
+  """Each pair's exact rank, counted from every label's score (last axis):
+  the labels not among its image's positives scoring above its positive's
+  score − margin. The arguments broadcast."""
+  scores, positive = np.asarray(scores), np.asarray(positive)
+  return np.sum(~positive & (scores > np.asarray(positive_score) - margin), -1)
+
+
+@contextlib.contextmanager
+def skipped_without_wordnet():
+  """The test skipped, with the error that says how to install it, where the
+  code it runs needs Debian's WordNet and it is absent."""
   import pytest
   from wsabie_jax.data import wordnet
   try:
-    return wordnet.load()
+    yield
   except wordnet.WordNetMissing as e:
     pytest.skip(str(e))
 

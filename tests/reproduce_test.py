@@ -33,13 +33,11 @@ def table_rows(text: str) -> list[list[str]]:
 
 @pytest.mark.parametrize('table', RUNS)
 def test_every_paper_table_runs_with_every_row_filled(table, tmp_path, monkeypatch):
-  if 'WordNet' in by_name.DATA_OF.get(table, ''):  # paper 002's proxy data (000-x: any data)
-    helpers.wordnet_or_skip()
   # Small runs end on seconds budgets (samplers 3 s, 000-R1 2 s): on a fake
   # clock they take the same steps and validations on any machine.
   helpers.FakeClock(per_read=CLOCK_READ.get(table, 0.04)).install(monkeypatch)
-  with helpers.optimized(when=table in STEP_BOUND):
-    text = by_name.reproduce(table, tmp_path, small=True)
+  with helpers.optimized(when=table in STEP_BOUND), helpers.skipped_without_wordnet():
+    text = by_name.reproduce(table, tmp_path, small=True)  # paper 002's proxy data reads it
   assert (tmp_path / f'{table}.md').read_text() == text
   rows = table_rows(text)
   assert len(rows) >= 3, text  # a header and at least two rows

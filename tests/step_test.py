@@ -303,7 +303,7 @@ def test_exact_step_counts_the_pairs_with_a_violator(tables):
   positive = np.zeros((B, Y + 1), bool)
   positive[np.arange(B)[:, None], batch.pos_BxP] = True
   pos_score = S[np.arange(B), batch.label_BxQ[:, 0]][:, None]
-  rank = np.sum(~positive[:, :Y] & (S > pos_score - cfg.loss.margin), 1)
+  rank = helpers.violator_counts(S, pos_score, positive[:, :Y], cfg.loss.margin)
   want = int(np.sum((rank > 0) & (batch.weight_BxQ[:, 0] > 0)))
   assert 0 < want < B - 1, rank  # not vacuous: some pairs with, some without
   _, stats = step_lib.make_train_step(cfg)(state, jax.device_put(batch))

@@ -156,7 +156,7 @@ def test_exact_rank_read_whole_equals_the_full_matrix():
   S = np.asarray(image @ W.T)
   pos_score = np.take_along_axis(S, label, 1)[..., None]
   np.testing.assert_array_equal(
-      rank, np.sum(~np.asarray(mask)[:, None] & (S[:, None] > pos_score - 0.5), 2))
+      rank, helpers.violator_counts(S[:, None], pos_score, np.asarray(mask)[:, None], 0.5))
   np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
   np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(dW.grad_NxD, want_dW, rtol=1e-4, atol=1e-5)

@@ -15,7 +15,7 @@ import numpy as np
 from wsabie_jax.core import evaluation, metrics
 from wsabie_jax.data import batching, dataset, synthetic
 from wsabie_jax.data import settings as data_config
-from wsabie_jax.benchmarks import timed
+from wsabie_jax.benchmarks import accelerator, timed
 from wsabie_jax.api import configs, run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
 from wsabie_jax.skipgram import step as skipgram_step
@@ -159,7 +159,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
         panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1,
         panel_runs: int = 3, panel_overrides: dict | None = None,
         panel_search_peer: bool = False, panel_seeds: int = 1,
-        accelerator_tables=('corel5k', 'lightfm', 'grid'), accelerator_labels=None) -> dict:
+        accelerator_tables=accelerator.TABLES, accelerator_labels=None) -> dict:
   """The named suites ('all' for every one), with the device and CPU count.
   `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel;
   `panel_seeds`: the panel's seeds for both systems.
@@ -181,7 +181,6 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'lightfm' in suites:
     result['lightfm'] = {name: side_by_side(name, budget_seconds, small) for name in data}
   if 'accelerator' in suites:
-    from wsabie_jax.benchmarks import accelerator
     result['accelerator'] = accelerator.run(small, budget_seconds, tables=accelerator_tables,
                                             labels=accelerator_labels)
   if 'panel' in suites:
