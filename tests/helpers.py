@@ -88,14 +88,6 @@ def wordnet_or_skip():
     return wordnet.load()
 
 
-def violator_counts(scores, positive_score, positive, margin: float) -> np.ndarray:
-  """Each pair's exact rank, counted from every label's score (last axis):
-  the labels not among its image's positives scoring above its positive's
-  score − margin. The arguments broadcast."""
-  scores, positive = np.asarray(scores), np.asarray(positive)
-  return np.sum(~positive & (scores > np.asarray(positive_score) - margin), -1)
-
-
 @contextlib.contextmanager
 def skipped_without_wordnet():
   """The test skipped, with the error that says how to install it, where the
@@ -106,6 +98,14 @@ def skipped_without_wordnet():
     yield
   except wordnet.WordNetMissing as e:
     pytest.skip(str(e))
+
+
+def violator_counts(scores, positive_score, positive, margin: float) -> np.ndarray:
+  """Each pair's exact rank, counted from every label's score (last axis):
+  the labels not among its image's positives scoring above its positive's
+  score − margin. The arguments broadcast."""
+  scores, positive = np.asarray(scores), np.asarray(positive)
+  return np.sum(~positive & (scores > np.asarray(positive_score) - margin), -1)
 
 
 @contextlib.contextmanager

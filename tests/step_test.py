@@ -299,7 +299,7 @@ def test_exact_step_counts_the_pairs_with_a_violator(tables):
   state = state._replace(params=model.Params(*(model.project_rows(p * 20, 3.0) for p in state.params)))
   batch = _tiny_batch(1)._replace(weight_BxQ=np.asarray([[1.0]] * (B - 1) + [[0.0]], np.float32))
   x = model.embed_images(state.params.V_dxD[batch.feat_idx_BxF], batch.feat_val_BxF)
-  S = np.asarray(x @ state.params.W_YxD.T)
+  S = np.asarray(model.score_all(x, state.params.W_YxD, cfg.model.score))
   positive = np.zeros((B, Y + 1), bool)
   positive[np.arange(B)[:, None], batch.pos_BxP] = True
   pos_score = S[np.arange(B), batch.label_BxQ[:, 0]][:, None]
