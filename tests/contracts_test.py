@@ -73,7 +73,7 @@ def test_every_stream_keeps_the_stream_contract(tmp_path):
     ('skipgram_synthetic:proposed,small', {}),
     ('parts_synthetic:shared,iw,small', {'model.max_norm': 1e6})])
 def test_every_method_steps_at_a_lowered_rate_move_that_much_less(spec, overrides):
-  """`Method.steps_at_rate` (train.plateau_drops): from one state and batch,
+  """The state's `rate_scale` (train.plateau_drops): from one state and batch,
   every value the step moves moves `scale` times as far at that scale (the
   rows' SGD and Adagrad steps, the tower's first Adam step); what does not
   scale (accumulators, moments, counters) is the same. Bounds loose enough
@@ -86,10 +86,12 @@ def test_every_method_steps_at_a_lowered_rate_move_that_much_less(spec, override
     config[section][field] = value
   method = methods.of(config).build(config, parallel.make_mesh(1))
   state, batch = method.init_state(), method.stream.batch(0)
-  (full, _), (quarter, _) = (jax.jit(method.steps_at_rate(s)['pure_step'])(state, batch)
+  step = jax.jit(method.pure_step)
+  (full, _), (quarter, _) = (step(state._replace(rate_scale=jnp.float32(s)), batch)
                              for s in (1.0, 0.25))
   scaled = 0
-  for before, a, b in zip(*(jax.tree.leaves(x) for x in (state, full, quarter))):
+  for before, a, b in zip(*(jax.tree.leaves(x._replace(rate_scale=None))
+                            for x in (state, full, quarter))):
     before, a, b = (np.asarray(x, np.float64) for x in (before, a, b))
     # Unscaled: the two programs agree to round-off (a GPU's scatter-adds of
     # repeated rows sum in any order), where a scaled value differs by ¾ of its move.

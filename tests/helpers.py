@@ -117,3 +117,22 @@ def float32_matmuls():
   (3 digits), each form rounded its own way. CPUs run float32 either way."""
   with jax.default_matmul_precision('float32'):
     yield
+
+
+# Every program jax lowers (jit's and AOT's alike, whether the persistent cache
+# then holds its executable or XLA compiles it) records this event once.
+LOWERED = '/jax/core/compile/jaxpr_to_mlir_module_duration'
+
+
+@contextlib.contextmanager
+def compilations_counted(into: list):
+  """Appends an entry to `into` for every program jax lowers meanwhile: a
+  compile counter that no cache can hide."""
+  def listener(event: str, seconds: float, **kwargs):
+    if event == LOWERED:
+      into.append(seconds)
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    yield into
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)

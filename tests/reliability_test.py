@@ -2,6 +2,7 @@
 configs, the workdir lock, safe resume, checkpoint fallback, the non-finite
 guard and the divergence warning. Each test reproduces a defect of the old
 code (named in its docstring) and checks what happens now."""
+import collections
 import dataclasses
 import json
 import logging
@@ -337,3 +338,25 @@ def test_a_run_stopped_before_its_first_checkpoint_may_change_its_config(tmp_pat
   assert not workdir_lib.holds_a_run(workdir)
   run.train_and_evaluate(_tiny_config(max_steps=4), workdir)
   assert json.loads((workdir / 'config.json').read_text())['data']['kind'] == 'synthetic'
+
+
+def test_a_checkpoint_written_before_the_state_held_its_rate_restores(tmp_path):
+  """A checkpoint of a state without `rate_scale` (written before the rate
+  was a value of the state) restores every array it has, bit for bit, and
+  takes the rest from the state it is restored into; one whose arrays
+  differ in shape is still refused."""
+  config = _tiny_config()
+  state = methods.get('wsabie').init_state(config, 50, 20)
+  Older = collections.namedtuple('TrainState', [f for f in state._fields if f != 'rate_scale'])
+  older = Older(*(getattr(state, f) for f in Older._fields))._replace(
+      step=jnp.int32(5), acc_V_d=state.acc_V_d + 1.0)
+  ckpts = checkpoints.Checkpoints(tmp_path)
+  ckpts.save(ckpts.latest, older, {'best_step': 5})
+  restored, record = ckpts.restore(ckpts.latest, state)
+  assert record == {'best_step': 5} and int(restored.step) == 5
+  np.testing.assert_array_equal(restored.acc_V_d, older.acc_V_d)
+  assert float(restored.rate_scale) == 1.0
+  wider = methods.get('wsabie').init_state(config, 60, 20)
+  with pytest.raises(checkpoints.CheckpointError, match='step 5'):
+    ckpts.restore(ckpts.latest, wider)
+  ckpts.close()

@@ -171,23 +171,36 @@ def test_a_plateau_goes_back_to_the_best_at_a_lower_rate(tmp_path, monkeypatch):
   """train.plateau_drops: when patience runs out the run restarts from its best
   state with the rate ÷ plateau_factor, its step count going on, and stops the
   time after the last drop. A factor of 10⁶ all but freezes the rows, so the
-  first validation after a drop reads the best state again, not the one it left."""
-  scales, drops = [], []
-  steps_at_rate, back_to_best = methods.get('wsabie').steps_at_rate, loop._back_to_best
-  monkeypatch.setattr(methods.get('wsabie'), 'steps_at_rate',
-                      lambda cfg, scale: scales.append(scale) or steps_at_rate(cfg, scale))
-  monkeypatch.setattr(loop, '_back_to_best',
-                      lambda call, *a: drops.append(call.step) or back_to_best(call, *a))
+  first validation after a drop reads the best state again, not the one it left.
+  The rate is a value of the state: no drop compiles anything (every XLA
+  compilation counted from the first drop to the end of training)."""
+  scales, drops, compiles = [], [], []
+  back_to_best, train = loop._back_to_best, loop._train
+
+  def dropped(call, *a):
+    drops.append((call.step, len(compiles)))
+    state = back_to_best(call, *a)
+    scales.append(float(state.rate_scale))
+    return state
+
+  def trained(*a):
+    state = train(*a)
+    drops.append(('end', len(compiles)))
+    return state
+  monkeypatch.setattr(loop, '_back_to_best', dropped)
+  monkeypatch.setattr(loop, '_train', trained)
   c = _wrecking_config(num_epochs=50, plateau_drops=2, plateau_factor=1e6)
-  metrics = run.train_and_evaluate(c, tmp_path)
+  with helpers.compilations_counted(compiles):
+    metrics = run.train_and_evaluate(c, tmp_path)
   assert metrics['stopped'] == 'early_stopping' and metrics['rate_drops'] == 2
-  assert scales == [1.0, 1e-6, 1e-12] and len(drops) == 2
+  assert scales == [pytest.approx(1e-6), pytest.approx(1e-12)] and len(drops) == 3
+  assert drops[0][1] > 0 and drops[-1][1] == drops[0][1], (drops, compiles)
   history = [json.loads(line) for line in (tmp_path / 'history.jsonl').read_text().splitlines()]
   steps = [h['step'] for h in history]
   assert steps == sorted(set(steps))  # no step validated twice: none replayed
-  before = [h for h in history if h['step'] <= drops[0]]
+  before = [h for h in history if h['step'] <= drops[0][0]]
   best = max(before, key=lambda h: h['p@1'])  # (the first of equals, as the recorder keeps)
-  after = next(h for h in history if h['step'] > drops[0])
+  after = next(h for h in history if h['step'] > drops[0][0])
   assert abs(before[-1]['map'] - best['map']) > 2e-3  # the state it left is another
   assert after['map'] == pytest.approx(best['map'], abs=2e-4)
   assert after['p@1'] == best['p@1']

@@ -3,7 +3,6 @@ objects-and-parts annotation too): data loading, exact ranking metrics over
 all labels with the frequency baseline, the vocabulary a workdir keeps."""
 from __future__ import annotations
 
-import dataclasses
 
 import ml_collections
 import numpy as np
@@ -91,11 +90,3 @@ def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> M
   return Method(validate=validate, test=test_fn, select_metrics=frozenset(selectable),
                 description=description, config=config, **fields)
 
-
-def rates_scaled(cfg, scale: float, *fields: str):
-  """A step config with its learning rates `optim.<fields>` times `scale`
-  (the methods' `steps_at_rate`, train.plateau_drops)."""
-  if scale == 1.0:
-    return cfg
-  return dataclasses.replace(cfg, optim=dataclasses.replace(
-      cfg.optim, **{name: getattr(cfg.optim, name) * scale for name in fields}))

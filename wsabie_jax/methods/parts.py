@@ -13,7 +13,6 @@ label for an image by f_I.
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import pathlib
@@ -158,13 +157,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       vocabulary={**common.vocabulary(train),
                   'relations': np.asarray(data.relations_Rx2).tolist()},
       description=description, config=config,
-      **steps_at_rate(cfg, 1.0), steps_at_rate=functools.partial(steps_at_rate, cfg))
-
-
-def steps_at_rate(cfg, scale: float) -> dict:
-  """The step with V's, W's and U's rates times `scale` (train.plateau_drops)."""
-  cfg = common.rates_scaled(cfg, scale, 'learning_rate_V', 'learning_rate_W')
-  return dict(pure_step=lambda state, batch: parts.train_step(cfg, state, batch))
+      pure_step=lambda state, batch: parts.train_step(cfg, state, batch))
 
 
 def fit(config: ml_collections.ConfigDict) -> tuple[ml_collections.ConfigDict, dict]:

@@ -8,7 +8,6 @@ held-out labels, with the fitted word table saved to the workdir.
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import pathlib
@@ -116,13 +115,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       config, splits, scorer, lambda state: {}, finish,
       init_state=lambda: init_state(config, cfg, table.vectors_VxD), stream=stream, mesh=mesh,
       vocabulary={**common.vocabulary(train), 'word_names': table.names},
-      **steps_at_rate(cfg, tags, 1.0), steps_at_rate=functools.partial(steps_at_rate, cfg, tags))
-
-
-def steps_at_rate(cfg: skipgram_step.SkipGramConfig, tags, scale: float) -> dict:
-  """The step with the tower's and the word rows' rates times `scale` (train.plateau_drops)."""
-  cfg = common.rates_scaled(cfg, scale, 'tower_learning_rate', 'learning_rate')
-  return dict(pure_step=lambda state, batch: skipgram_step.train_step(cfg, tags, state, batch))
+      pure_step=lambda state, batch: skipgram_step.train_step(cfg, tags, state, batch))
 
 
 def _scorer(cfg: skipgram_step.SkipGramConfig, state, num_labels: int):

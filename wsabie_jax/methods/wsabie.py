@@ -7,7 +7,6 @@ training/settings.py).
 """
 from __future__ import annotations
 
-import functools
 import logging
 
 import jax
@@ -76,13 +75,6 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       lambda state, test, kw, workdir: {},
       init_state=lambda: init_state(config, train.num_features, train.num_labels),
       stream=stream, mesh=mesh, vocabulary=common.vocabulary(train),
-      **steps_at_rate(cfg, 1.0), steps_at_rate=functools.partial(steps_at_rate, cfg))
-
-
-def steps_at_rate(cfg: step_lib.StepConfig, scale: float) -> dict:
-  """The method's steps with the learning rate times `scale` (train.plateau_drops)."""
-  cfg = common.rates_scaled(cfg, scale, 'learning_rate')
-  return dict(
       pure_step=lambda state, batch: step_lib.train_step(cfg, state, batch),
       # Without a per-device step the step runs whole on every device (GSPMD).
       local_step=step_lib.local_train_step(cfg) if step_lib.has_local_step(cfg) else None)

@@ -90,6 +90,7 @@ class PartsState(NamedTuple):
   acc_W: jax.Array
   acc_U: jax.Array
   key: jax.Array
+  rate_scale: jax.Array  # f32[]: the learning rates' multiplier (wsabie/step.py TrainState)
 
 
 def image_table(cfg: PartsConfig, params: PartsParams) -> jax.Array:
@@ -105,7 +106,7 @@ def init_state(key: jax.Array, cfg: PartsConfig, num_features: int) -> PartsStat
        if not cfg.model.shared else jnp.zeros((1, dim)))
   acc = lambda n: row_optim.init_accumulator(n, cfg.optim.kind, cfg.optim.adagrad_init)
   return PartsState(jnp.zeros((), jnp.int32), PartsParams(V, W, U), acc(num_features),
-                    acc(cfg.num_labels), acc(U.shape[0]), key_steps)
+                    acc(cfg.num_labels), acc(U.shape[0]), key_steps, jnp.ones((), jnp.float32))
 
 
 def constraint_scores(alpha: float, image_D, T_true_D, T_cand_KxD, W_other_D, W_true_D,
@@ -174,10 +175,10 @@ def _train_step(cfg: PartsConfig, state: PartsState, batch: dict):
   loss, (g_img, g_T_true, g_T_viol, g_W_other, g_W_true, g_W_viol) = jax.value_and_grad(
       loss_fn, tuple(range(6)))(*args)
   opt = dict(optimizer=cfg.optim.kind, max_norm=cfg.model.max_norm)
-  lr_W = cfg.optim.learning_rate_W
+  lr_W = cfg.optim.learning_rate_W * state.rate_scale
   gV = img_val[:, :, None] * g_img[:, None, :]
   V, acc_V = row_optim.update_rows(V, state.acc_V, img_idx.reshape(-1), gV.reshape(-1, V.shape[1]),
-                                   learning_rate=cfg.optim.learning_rate_V, **opt)
+                                   learning_rate=cfg.optim.learning_rate_V * state.rate_scale, **opt)
   T_rows = jnp.concatenate([true_B, viol_label_B])
   T_grads = jnp.concatenate([g_T_true, g_T_viol])
   W_rows, W_grads = [other_B, true_B, viol_label_B], [g_W_other, g_W_true, g_W_viol]
@@ -191,7 +192,8 @@ def _train_step(cfg: PartsConfig, state: PartsState, batch: dict):
   stats = {'loss': loss, 'pairs': jnp.sum(batch['weight_B'] > 0), 'violator_found': jnp.sum(found_B),
            'nonfinite': jnp.sum(~jnp.isfinite(pos_B)) + jnp.sum(~jnp.isfinite(cand_BxK_scores)),
            'draws_to_violator': jnp.sum(jnp.where(found_B, pick.num_trials_B, 0))}
-  return PartsState(state.step + 1, PartsParams(V, W, U), acc_V, acc_W, acc_U, state.key), stats
+  return state._replace(step=state.step + 1, params=PartsParams(V, W, U), acc_V=acc_V, acc_W=acc_W,
+                        acc_U=acc_U), stats
 
 
 def make_train_step(cfg: PartsConfig):

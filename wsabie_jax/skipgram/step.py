@@ -99,6 +99,7 @@ class SkipGramState(NamedTuple):
   words_VxD: jax.Array    # V∪ = [V_I | V_D]
   acc_words_V: jax.Array  # row-wise Adagrad accumulators of the word rows
   key: jax.Array
+  rate_scale: jax.Array   # f32[]: both learning rates' multiplier (wsabie/step.py TrainState)
 
 
 def init_state(key: jax.Array, cfg: SkipGramConfig, words_VxD, max_features: int = 1) -> SkipGramState:
@@ -114,7 +115,7 @@ def init_state(key: jax.Array, cfg: SkipGramConfig, words_VxD, max_features: int
                        words_VxD,
                        row_optim.init_accumulator(words_VxD.shape[0], cfg.optim.kind,
                                                   cfg.optim.adagrad_init),
-                       key_steps)
+                       key_steps, jnp.ones((), jnp.float32))
 
 
 def embed(cfg: SkipGramConfig, tower_params, feat_idx_BxF, feat_val_BxF) -> jax.Array:
@@ -175,15 +176,18 @@ def _train_step(cfg: SkipGramConfig, tags: samplers.AliasTable, state: SkipGramS
   if cfg.loss.joint:
     loss, (g_tower, g_rows_RxD) = jax.value_and_grad(loss_fn, (0, 1))(state.tower, words[rows_R])
     words, acc = row_optim.update_rows(
-        words, state.acc_words_V, rows_R, g_rows_RxD, learning_rate=cfg.optim.learning_rate,
+        words, state.acc_words_V, rows_R, g_rows_RxD, learning_rate=cfg.optim.learning_rate * state.rate_scale,
         optimizer=cfg.optim.kind, max_norm=jnp.inf)
   else:  # fixed word vectors: only the tower learns
     loss, g_tower = jax.value_and_grad(loss_fn)(state.tower, words[rows_R])
     acc = state.acc_words_V
   updates, tower_opt = cfg.tower_optimizer.update(g_tower, state.tower_opt, state.tower)
+  # Adam's update is its rate times a direction: scaling it scales the rate.
+  updates = jax.tree.map(lambda u: u * state.rate_scale, updates)
   tower_params = optax.apply_updates(state.tower, updates)
   stats = {'loss': loss, 'pairs': jnp.sum(weight_B > 0)}
-  return SkipGramState(state.step + 1, tower_params, tower_opt, words, acc, state.key), stats
+  return state._replace(step=state.step + 1, tower=tower_params, tower_opt=tower_opt,
+                        words_VxD=words, acc_words_V=acc), stats
 
 
 def make_train_step(cfg: SkipGramConfig, tags: samplers.AliasTable):

@@ -238,6 +238,10 @@ def _reason(error: Exception) -> str:
   return f'{type(error).__name__}: {first}' if first else type(error).__name__
 
 
+# State fields newer than some checkpoints (`_restore_step` restores those without them).
+ADDED_FIELDS = ('rate_scale',)
+
+
 def _restore_step(manager: ocp.CheckpointManager, step: int, like_state):
   def restore_as(tree):
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
@@ -247,14 +251,21 @@ def _restore_step(manager: ocp.CheckpointManager, step: int, like_state):
   try:
     got = restore_as(like_state)
   except ValueError as error:
-    # Checkpoints written before TrainState grew a field (the adaptive
-    # sampler) lack it: restore the fields they have, keep the rest empty.
-    present = {k: v for k, v in like_state._asdict().items() if v is not None}
-    if len(present) == len(like_state):
-      raise
-    try:
-      got = restore_as(present)
-    except ValueError:
+    # Checkpoints written before a state grew a field (the adaptive sampler's
+    # lists, the rate's `rate_scale`) lack it: restore the fields they have and
+    # keep like_state's value of the rest (the loop sets the rate from the record).
+    every = like_state._asdict()
+    older = lambda fields: {k: v for k, v in fields.items() if k not in ADDED_FIELDS}
+    present = {k: v for k, v in every.items() if v is not None}
+    for fields in (present, older(every), older(present)):
+      if len(fields) == len(like_state):  # (tried already)
+        continue
+      try:
+        got = restore_as(fields)
+        break
+      except ValueError:
+        continue
+    else:
       raise error from None  # the real mismatch (a shape, a dtype), not the fallback's
     state = like_state._replace(**got.state)
     return state, verify(state, got.record)

@@ -157,12 +157,11 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   clock = Clock(r['train_seconds'], r['step_seconds'])
   timing = hooks.StepTime(clock, lambda: steps.compile_seconds)
   spacing = hooks.ValidationSpacing(train, r, stream.num_examples, timing, clock)
-  steps = dispatch.Dispatcher(train, at_rate(method, train, r), start, total,
-                              eval_every=spacing.every)
+  steps = dispatch.Dispatcher(train, method, start, total, eval_every=spacing.every)
   spacing.on_change = lambda every: setattr(steps, 'eval_every', every)
   train_log = hooks.TrainLog(train, total, stream.pairs_per_row, train.max_seconds - r[
       'train_seconds'], summaries, lambda stats: _check_finite(stats, ckpts))
-  state = steps.place(state)
+  state = steps.place(at_rate(state, train, r))
   with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
     after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing]
     try:
@@ -181,12 +180,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
           if seconds is not None:
             spacing.validated(seconds)
         if call.stop == 'early_stopping' and r.get('rate_drops', 0) < train.plateau_drops:
-          with clock.excluded():
-            steps.close()
-            best = _back_to_best(call, train, r, ckpts)
-            steps = dispatch.Dispatcher(train, at_rate(method, train, r), step, total,
-                                        eval_every=spacing.every)
-            state = call.state = steps.place(best)
+          with clock.excluded():  # (the calls built ahead stay valid: no step is replayed)
+            state = call.state = steps.place(_back_to_best(call, train, r, ckpts))
           call.stop, save = '', True  # (a resumed run goes on at the lowered rate)
         if save or call.stop:
           _save(call, stream, recorder, ckpts, clock)
@@ -201,13 +196,13 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   return state
 
 
-def at_rate(method: Method, train, record: dict) -> Method:
-  """The method with its steps at the rate the run has reached: its learning
-  rates ÷ plateau_factor for each drop so far (`record['rate_drops']`)."""
-  drops = record.get('rate_drops', 0)
-  if not drops:
-    return method
-  return method._replace(**method.steps_at_rate(train.plateau_factor ** -drops))
+def at_rate(state, train, record: dict):
+  """The state at the rate the run has reached: every learning rate ÷
+  plateau_factor for each drop so far (`record['rate_drops']`). The rate is a
+  value of the state (`rate_scale`), so a drop changes a number and the
+  compiled call stays (tests/train_test.py counts its compilations)."""
+  scale = train.plateau_factor ** -record.get('rate_drops', 0)
+  return state._replace(rate_scale=jnp.asarray(scale, jnp.float32))
 
 
 def _back_to_best(call, train, record: dict, ckpts):
@@ -219,6 +214,7 @@ def _back_to_best(call, train, record: dict, ckpts):
   best = ckpts.restore_best(call.state)
   state = call.state if best is None else best[0]
   record.update(rate_drops=record.get('rate_drops', 0) + 1, evals_without_improvement=0)
+  state = at_rate(state, train, record)
   log.info('step %d: %d validations without a better one: back to the best (step %d), '
            'learning rate ÷%g (drop %d of %d)', call.step, train.patience, record['best_step'],
            train.plateau_factor ** record['rate_drops'], record['rate_drops'],

@@ -41,6 +41,8 @@ PLANNING = ('plan', 'gather_planned', 'base_budget')  # what a stream with `plan
 
 
 class Method(NamedTuple):
+  # The initial state: a NamedTuple with `step` (i32[]) and `rate_scale` (f32[],
+  # every learning rate's multiplier, which the loop sets: train.plateau_drops).
   init_state: Callable[[], Any]
   stream: Stream
   # The step as a pure function (state, batch) -> (state, stats) over the whole
@@ -55,9 +57,6 @@ class Method(NamedTuple):
   # The config it was built from, with the values fitted to the data in place
   # of 'auto' (wsabie/fitting.py): what the run's config.json records.
   config: Any
-  # scale -> {'pure_step': …} (and 'local_step' where it has one): the steps with
-  # every learning rate multiplied by scale (train.plateau_drops: training/loop.py).
-  steps_at_rate: Callable[[float], dict]
   # A per-device step with its own collectives over parallel.AXIS, run under
   # shard_map when the mesh has several devices (None: pure_step, partitioned).
   local_step: Callable | None = None

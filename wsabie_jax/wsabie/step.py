@@ -34,6 +34,10 @@ class TrainState(NamedTuple):
   acc_W_Y: jax.Array
   key: jax.Array      # raw uint32[2]; the step's key is fold_in(key, step)
   sampler: adaptive_sampler.SamplerState | None = None  # VSE-ens lists (sampler='adaptive')
+  # f32[]: every learning rate's multiplier (÷ train.plateau_factor a drop): a
+  # value the step reads, so the loop changes it without recompiling the step.
+  # (Last, with a default only because a NamedTuple's fields after one need one.)
+  rate_scale: jax.Array | None = None
 
 
 def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState:
@@ -45,7 +49,8 @@ def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState
       step=jnp.zeros((), jnp.int32), params=params, acc_V_d=acc(num_features),
       acc_W_Y=acc(cfg.num_labels), key=key_steps,
       sampler=(adaptive_sampler.refresh(params.W_YxD, 0) if cfg.loss.sampler == 'adaptive'
-               else None))
+               else None),
+      rate_scale=jnp.ones((), jnp.float32))
 
 
 class RowGrads(NamedTuple):
@@ -192,11 +197,12 @@ def exact_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch):
 def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
                     sampler: adaptive_sampler.SamplerState | None = None) -> TrainState:
   """The optimiser step on the touched rows only, then their projection."""
-  opt = dict(learning_rate=cfg.optim.learning_rate, optimizer=cfg.optim.kind,
+  opt = dict(learning_rate=cfg.optim.learning_rate * state.rate_scale, optimizer=cfg.optim.kind,
              max_norm=cfg.model.max_norm, l2=cfg.optim.l2)
   V, acc_V = row_optim.apply(state.params.V_dxD, state.acc_V_d, grads.V, **opt)
   W, acc_W = row_optim.apply(state.params.W_YxD, state.acc_W_Y, grads.W, **opt)
-  return TrainState(state.step + 1, model.Params(V, W), acc_V, acc_W, state.key, sampler)
+  return state._replace(step=state.step + 1, params=model.Params(V, W), acc_V_d=acc_V,
+                        acc_W_Y=acc_W, sampler=sampler)
 
 
 def current_sampler(cfg: StepConfig, state: TrainState, global_batch_size: int):

@@ -1,0 +1,129 @@
+"""Every program a run compiles lowers for TPU and GPU as well as the CPU.
+
+A short run of each kind of config (the methods, the fitted Mulan config,
+the adaptive sampler, streamed shards) on this CPU, with the packs planned on
+the device as an accelerator's run plans them, records every program JAX
+lowers (jit's and the loop's ahead-of-time calls alike, validation and test
+included); each is then exported for 'cuda' and 'tpu' (`jax.export`, which
+needs no such device). A platform-only op (a CPU custom call outside
+`lax.platform_dependent`, a primitive with no TPU rule) fails here, not on a
+user's Colab TPU.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import pytest
+from jax._src.interpreters import pxla  # (the one function every lowering passes through)
+
+from tests import helpers
+from wsabie_jax.api import configs, run
+from wsabie_jax.data import shards, synthetic
+
+ACCELERATORS = ('cuda', 'tpu')
+
+
+@contextlib.contextmanager
+def lowered_programs(into: list):
+  """Appends (name, closed jaxpr) of every program lowered meanwhile for this process's
+  own platform; the hook is gone before anything is exported."""
+  original = pxla.lower_sharding_computation
+
+  def recorded(closed_jaxpr, api_name, fun_name, *args, **kwargs):
+    if kwargs.get('lowering_platforms') is None:
+      into.append((fun_name, closed_jaxpr))
+    return original(closed_jaxpr, api_name, fun_name, *args, **kwargs)
+
+  pxla.lower_sharding_computation = recorded
+  try:
+    yield into
+  finally:
+    pxla.lower_sharding_computation = original
+
+
+def export_for(closed_jaxpr, platform: str) -> str:
+  """The program's StableHLO text, lowered for `platform`. Its constants
+  become arguments too (by shape: a donated buffer it closed over is gone)."""
+  consts = [jax.ShapeDtypeStruct(jax.numpy.shape(c), jax.numpy.result_type(c))
+            for c in closed_jaxpr.consts]
+  avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in closed_jaxpr.in_avals]
+  fun = jax.jit(lambda consts, *args: jax.core.eval_jaxpr(closed_jaxpr.jaxpr, consts, *args))
+  return jax.export.export(fun, platforms=[platform])(consts, *avals).mlir_module()
+
+
+def _short(config, tmp_path):
+  config.train.update(max_steps=6, steps_per_call=3, eval_every_steps=3, eval_subset=50,
+                      checkpoint_every_steps=1000, plan_packs='device')
+  with config.train.ignore_type():
+    config.train.num_epochs = 1
+  return config
+
+
+def _shards_config(tmp_path):
+  c = configs.load('wsabie_webscale:small')
+  c.data.shards_dir = str(tmp_path / 'shards')
+  c.data.update(num_train=1200, num_valid=100, num_test=100, shard_size=400)
+  c.data.synthetic.update(num_labels=100, num_features=500)
+  c.train.batch_size, c.model.dim = 64, 16
+  spec = synthetic.SyntheticSpec(**c.data.synthetic)
+  for split, n in (('train', 1200), ('valid', 100), ('test', 100)):
+    shards.write_synthetic(spec, tmp_path / 'shards' / split, n, c.data.shard_size, split)
+  return c
+
+
+CASES = {
+    'wsabie, per-row draws': lambda tmp: configs.load('wsabie_synthetic:small'),
+    'wsabie, fitted (exact rank)': lambda tmp: configs.load('wsabie_mulan:small'),
+    'wsabie, shared draws': lambda tmp: _with(configs.load('wsabie_synthetic:small'),
+                                              draws='per_batch'),
+    'adaptive sampler': lambda tmp: configs.load('samplers:vse_warp,synthetic,small'),
+    'skip-gram': lambda tmp: configs.load('skipgram_synthetic:proposed,small'),
+    'objects and parts': lambda tmp: configs.load('parts_synthetic:shared,iw,small'),
+    'streamed shards': _shards_config,
+}
+
+
+def _with(config, **loss):
+  config.loss.update(loss)
+  return config
+
+
+@pytest.mark.parametrize('case', CASES)
+def test_every_program_a_run_compiles_lowers_for_gpu_and_tpu(case, tmp_path):
+  if case == 'objects and parts':
+    helpers.wordnet_or_skip()
+  config = _short(CASES[case](tmp_path), tmp_path)
+  if 'oov' in config:
+    config.oov.steps = 0
+  programs = []
+  jax.clear_caches()  # (a program an earlier test lowered in this process is lowered again)
+  with lowered_programs(programs):
+    run.train_and_evaluate(config, tmp_path / 'run')
+  names = [name for name, _ in programs]
+  assert any(name == 'many' for name in names), names  # the loop's call of steps
+  failed = []
+  for name, closed_jaxpr in programs:
+    for platform in ACCELERATORS:
+      try:
+        export_for(closed_jaxpr, platform)
+      except Exception as error:  # noqa: BLE001 (whatever a lowering raises is the finding)
+        failed.append(f'{name} on {platform}: {type(error).__name__}: {str(error)[:300]}')
+  assert not failed, '\n'.join(failed)
+
+
+def test_a_cpu_only_op_is_caught():
+  """The check itself: a program holding the CPU's row kernel outside
+  `platform_dependent` fails to export for an accelerator."""
+  from wsabie_jax.core import native_rows
+  if not native_rows.available():
+    pytest.skip('the native kernel is not built here')
+  import numpy as np
+  from tests.row_scatter_test import _operands
+  operands = [jax.numpy.asarray(x) for x in _operands(np.random.default_rng(0), D=8)]
+  programs = []
+  with lowered_programs(programs):
+    jax.jit(native_rows.add_scaled_rows).lower(*operands)
+  assert programs
+  with pytest.raises(Exception):
+    export_for(programs[-1][1], 'tpu')
