@@ -25,7 +25,7 @@ import jax
 
 from wsabie_jax import methods
 from wsabie_jax.api import cli, config_view, run
-from wsabie_jax.training import hosts
+from wsabie_jax.training import hosts, settings
 
 _CONFIG = cli.define_config('Experiment config file.')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Checkpoints, summaries and metrics.json go here.')
@@ -58,8 +58,10 @@ def print_config(argv: list[str]) -> None:
   with cli.one_line_errors():
     config = methods.check(_CONFIG.value)
     config, fitted = methods.of(config).fit(config)
+    platform = jax.devices(config.train.platform or None)[0].platform
+    config, to_platform = settings.fitted_to_platform(config, platform)
   flagged = [a[len('--config.'):].split('=', 1)[0] for a in argv if a.startswith('--config.')]
-  print(config_view.text(config, fitted, flagged))
+  print(config_view.text(config, {**fitted, **to_platform}, flagged))
 
 
 def main(argv):

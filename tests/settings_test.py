@@ -22,7 +22,7 @@ def test_the_sections_are_their_dataclasses_defaults():
   assert {k: tuple(v) if isinstance(v, list) else v for k, v in c.eval.items()} == \
       defaults(settings.EvalConfig)
   assert c.data.to_dict() == defaults(data_settings.SyntheticData)
-  assert c.train.steps_per_call == settings.TrainConfig.steps_per_call == 16
+  assert c.train.steps_per_call == settings.TrainConfig.steps_per_call == 0  # the platform's
 
 
 def test_a_hand_made_config_gets_every_default():
@@ -33,7 +33,7 @@ def test_a_hand_made_config_gets_every_default():
   c.data = ml_collections.ConfigDict({'kind': 'mulan', 'train_path': 'a', 'test_path': 'b'})
   c.train = ml_collections.ConfigDict({'batch_size': 8})
   c = methods.check(c)
-  assert c.train.steps_per_call == 16 and c.train.batch_size == 8 and c.seed == 0
+  assert c.train.steps_per_call == 0 and c.train.batch_size == 8 and c.seed == 0
   assert c.eval.ks == (1, 5, 10) and c.data.labels_path == '' and c.data.feature_base == 0
 
 
@@ -90,12 +90,29 @@ def test_a_method_that_fits_nothing_refuses_auto():
     settings.check_fitted(methods.check(c), 'skipgram')
 
 
+@pytest.mark.parametrize('platform, cpus, want', [
+    ('cpu', 2, {'steps_per_call': 16, 'input_threads': 1}),
+    ('cpu', 64, {'steps_per_call': 16, 'input_threads': 1}),  # (the host is the device)
+    ('gpu', 16, {'steps_per_call': 64, 'input_threads': 8}),
+    ('tpu', 4, {'steps_per_call': 64, 'input_threads': 3}),   # the host's other cores
+    ('gpu', 1, {'steps_per_call': 64, 'input_threads': 1})])
+def test_the_calls_are_fitted_to_the_platform(platform, cpus, want):
+  """train.steps_per_call and train.input_threads at 0 take the platform's
+  values (by hand: the rule as training/settings.py states it); a number given
+  is kept."""
+  train = settings.train()
+  assert settings.for_platform(train, platform, cpus) == want
+  train.update(steps_per_call=5, input_threads=2)
+  assert settings.for_platform(train, platform, cpus) == {}
+
+
 def test_what_a_resume_may_change_is_marked_on_the_fields():
   assert workdir.MAY_CHANGE == {
       'train.max_seconds', 'train.num_epochs', 'train.max_steps', 'train.log_every_steps',
       'train.eval_every_steps', 'train.evals_per_budget', 'train.checkpoint_every_steps',
       'train.patience', 'train.plateau_drops', 'train.num_devices', 'train.platform',
-      'train.steps_per_call', 'train.deterministic', 'eval.batch_size', 'eval.label_chunk',
+      'train.steps_per_call', 'train.input_threads', 'train.deterministic', 'eval.batch_size',
+      'eval.label_chunk',
       'loss.label_chunk'}
 
 
@@ -104,6 +121,8 @@ def test_print_config_names_where_each_value_came_from():
   with c.ignore_type():
     c.model.dim = 64
   fitted, values = wsabie.fit(c)
+  fitted, on_cpu = settings.fitted_to_platform(fitted, 'cpu')
+  values.update(on_cpu)
   rows = {name: (value, source) for name, value, source in
           config_view.rows(fitted, values, ['model.dim'])}
   assert rows['train.batch_size'] == (512, 'fitted')
@@ -111,7 +130,7 @@ def test_print_config_names_where_each_value_came_from():
   assert rows['model.dim'] == (64, 'flag')
   assert rows['model.max_norm'] == (100.0, 'config file')
   assert rows['data.train_path'] == (corel5k_paths()[0], 'config file')
-  assert rows['train.steps_per_call'] == (16, 'default')
+  assert rows['train.steps_per_call'] == (16, 'fitted')
   assert rows['seed'] == (0, 'default')
   fields = {f'train.{f.name}' for f in dataclasses.fields(settings.TrainConfig)}
   assert fields <= set(rows)

@@ -1,4 +1,7 @@
 """Shards on disk: round trip, every pair once per epoch, training from them."""
+import concurrent.futures
+import threading
+
 import numpy as np
 
 from wsabie_jax.api import configs, run
@@ -58,6 +61,61 @@ def _shard_config(tmp_path):
   return c
 
 
+class _CountedLoads(shards.ShardSet):
+  """A ShardSet that records which shards it loaded, in order."""
+
+  def __init__(self, directory):
+    super().__init__(directory)
+    self.loaded, self._lock = [], threading.Lock()
+
+  def load(self, i):
+    with self._lock:
+      self.loaded.append(i)
+    return super().load(i)
+
+
+def _small_shards(tmp_path, num_shards=6, per_shard=10):
+  ds = _one_hot_images(num_shards * per_shard, 6, seed=2)
+  shards.write_shard_set(tmp_path, [ds.subset(np.arange(s, s + per_shard))
+                                    for s in range(0, num_shards * per_shard, per_shard)],
+                         ds.label_names)
+  return _CountedLoads(tmp_path)
+
+
+def test_the_next_shard_loads_while_the_current_one_is_read(tmp_path):
+  """The first batch of a shard starts the next shard's load (the next epoch's
+  first after the last): a boundary finds it loaded. At most SHARDS_HELD are
+  held, and each epoch loads each shard once."""
+  shard_set = _small_shards(tmp_path)
+  stream = shards.ShardedPairStream(shard_set, batch_size=4, seed=0)
+  shard_set.loaded.clear()  # (the feature count's read of shard 0)
+  stream.batch(0)
+  stream._held[(0, 1)].result()  # (the load runs on the stream's loader thread)
+  order = stream._order(0)
+  assert shard_set.loaded == [order[0], order[1]]
+  steps_per_epoch = stream.num_examples // 4
+  for step in range(1, steps_per_epoch):
+    stream.batch(step)
+    assert len(stream._held) <= shards.SHARDS_HELD
+  stream._held[(1, 0)].result()
+  assert sorted(shard_set.loaded[:6]) == list(range(6))
+  assert shard_set.loaded[6] == stream._order(1)[0] and len(shard_set.loaded) == 7
+
+
+def test_batches_built_on_several_threads_equal_one_threads(tmp_path):
+  """train.input_threads: a call's batches built by a pool of threads (in any
+  interleaving, across shard boundaries) equal the batches built one by one."""
+  one = shards.ShardedPairStream(_small_shards(tmp_path), batch_size=7, seed=3)
+  many = shards.ShardedPairStream(shards.ShardSet(tmp_path), batch_size=7, seed=3)
+  steps = range(3 * one.num_examples // 7)  # three epochs
+  want = [one.batch(s) for s in steps]
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    got = list(pool.map(many.batch, steps))
+  for w, g in zip(want, got):
+    for a, b in zip(w, g):
+      np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.slow  # whole trainings
 def test_training_streams_from_shards(tmp_path):
   c = _shard_config(tmp_path)
@@ -83,6 +141,11 @@ def test_streamed_chunks_equal_one_step_per_call(tmp_path):
   run.train_and_evaluate(config(24, 5), tmp_path / 'many')
   run.train_and_evaluate(config(13, 5), tmp_path / 'resumed')
   run.train_and_evaluate(config(24, 5), tmp_path / 'resumed')
-  states = [_final_state('wsabie', config(24, 1), tmp_path / d) for d in ('one', 'many', 'resumed')]
+  threaded = config(24, 5)
+  threaded.train.input_threads = 3  # (a call's batches built on three threads)
+  metrics = run.train_and_evaluate(threaded, tmp_path / 'threads')
+  assert metrics['input_wait_seconds'] >= 0
+  states = [_final_state('wsabie', config(24, 1), tmp_path / d)
+            for d in ('one', 'many', 'resumed', 'threads')]
   assert int(states[0].step) == 24
   assert_same_states(*states)

@@ -488,3 +488,24 @@ def test_summaries_are_readable_events(tmp_path):
     data = data[12 + n + 4:]
   got = {(e.step, v.tag): v.simple_value for e in events for v in e.summary.value}
   assert got == {(7, 'valid/p@1'): 0.25, (7, 'valid/map'): 0.5}
+
+
+def test_the_calls_fitted_to_the_platform_and_their_input_wait_are_recorded(tmp_path,
+                                                                            monkeypatch):
+  """train.steps_per_call and train.input_threads left 0 are the CPU's values
+  in config.json (settings.ON_CPU), never 0; the loop's wait for each call's
+  input is timed (a fake timer: each call waits 0.125 s) into the call's stats,
+  the train log's input_wait_ms and metrics.json's input_wait_seconds."""
+  from wsabie_jax.training import dispatch, recorder as recorder_lib
+  reads = iter(range(10**6))
+  monkeypatch.setattr(dispatch, 'time', type('FakeTime', (), {
+      'perf_counter': staticmethod(lambda: 0.125 * next(reads))}))
+  calls, call = [], dispatch.Dispatcher.__call__
+  monkeypatch.setattr(dispatch.Dispatcher, '__call__',
+                      lambda self, *a: calls.append(call(self, *a)) or calls[-1])
+  metrics = run.train_and_evaluate(_tiny_config(max_steps=40, eval_every_steps=10), tmp_path)
+  recorded = json.loads((tmp_path / 'config.json').read_text())['train']
+  assert (recorded['steps_per_call'], recorded['input_threads']) == (16, 1)
+  assert len(calls) == 4 and all(stats['input_wait_seconds'] == 0.125 for _, stats, _ in calls)
+  assert metrics['input_wait_seconds'] == 0.5
+  assert recorder_lib.read_stats(calls[0][1])['input_wait_ms'] == 125.0

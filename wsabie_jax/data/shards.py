@@ -6,15 +6,21 @@ Layout of a shard set directory:
 
 Training walks the positive pairs epoch by epoch: the shard order is permuted
 per epoch and the pairs within a shard per (epoch, shard), so batch `step` is
-a pure function of (seed, step) as with in-memory data, and the host holds
-one shard (plus the prefetched batches) at a time.
+a pure function of (seed, step) as with in-memory data. The host holds at
+most SHARDS_HELD shards (plus the prefetched batches): the one being read,
+the next, loaded on a thread of its own meanwhile so that a shard boundary
+does not stall the steps, and one more for builders on either side of it
+(the loop builds a call's batches on several threads: training/dispatch.py).
 """
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import functools
 import json
 import multiprocessing
 import pathlib
+import threading
 import zipfile
 
 import numpy as np
@@ -163,9 +169,14 @@ class ShardSet:
                          cat('label_idx'), first.num_features, first.label_names, first.label_parents)
 
 
+SHARDS_HELD = 3
+
+
 class ShardedPairStream:
-  """Like batching.PairStream, over a ShardSet; holds one shard in memory. A
-  streamed Stream (training/method.py): each step's batch built on the host."""
+  """Like batching.PairStream, over a ShardSet; holds a few shards in memory
+  (SHARDS_HELD) and loads the next ahead. A streamed Stream
+  (training/method.py): each step's batch built on the host. `batch` may be
+  called from several threads at once."""
 
   resident, pairs_per_row = False, 1.0
 
@@ -173,20 +184,44 @@ class ShardedPairStream:
     self.shards, self.batch_size, self.seed = shard_set, batch_size, seed
     self.max_features, self.max_positives = shard_set.max_features, shard_set.max_positives
     self.num_examples = int(shard_set.num_pairs_S.sum())
-    self._cached = (None, None)  # ((epoch, shard), (dataset, pair_image, pair_label, permutation))
-    self.held_bytes = 0  # the most the cached shard has held (arrays' bytes)
+    # (epoch, slot) -> Future of (dataset, pair_image, pair_label, permutation), oldest first
+    self._held: collections.OrderedDict = collections.OrderedDict()
+    self._lock = threading.Lock()
+    self._loader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='shard-loader')
+    self.held_bytes = 0  # the most the held shards have held at once (arrays' bytes)
     self.position = EpochOrder(self.num_examples, batch_size, seed).position
 
-  def _shard(self, epoch: int, shard: int):
-    if self._cached[0] != (epoch, shard):
-      ds = self.shards.load(shard)
-      pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
-      perm = np.random.default_rng([self.seed, epoch, shard]).permutation(len(pair_image))
-      self._cached = ((epoch, shard), (ds, pair_image, ds.label_idx, perm))
-      held = sum(a.nbytes for a in (ds.feat_indptr, ds.feat_idx, ds.feat_val, ds.label_indptr,
-                                    ds.label_idx, pair_image, perm))
+  def _order(self, epoch: int) -> np.ndarray:
+    return np.random.default_rng([self.seed, epoch]).permutation(len(self.shards.num_pairs_S))
+
+  def _load(self, epoch: int, slot: int):
+    shard = int(self._order(epoch)[slot])
+    ds = self.shards.load(shard)
+    pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
+    perm = np.random.default_rng([self.seed, epoch, shard]).permutation(len(pair_image))
+    return ds, pair_image, ds.label_idx, perm
+
+  def _future(self, epoch: int, slot: int) -> concurrent.futures.Future:
+    """The (epoch, slot) shard's load, started if it is not held (the lock held)."""
+    key = (epoch, slot)
+    if key not in self._held:
+      self._held[key] = self._loader.submit(self._load, epoch, slot)
+      while len(self._held) > SHARDS_HELD:
+        self._held.popitem(last=False)
+    return self._held[key]
+
+  def _shard(self, epoch: int, slot: int):
+    """The shard at `slot` of epoch's order; the next one's load started."""
+    with self._lock:
+      got = self._future(epoch, slot)
+      last = slot + 1 == len(self.shards.num_pairs_S)
+      self._future(epoch + 1 if last else epoch, 0 if last else slot + 1)
+    shard = got.result()
+    with self._lock:
+      held = sum(_nbytes(*f.result()) for f in self._held.values()
+                 if f.done() and f.exception() is None)
       self.held_bytes = max(self.held_bytes, held)
-    return self._cached[1]
+    return shard
 
   def batch(self, step: int, rows: tuple[int, int] | None = None) -> PairBatch:
     """Batch `step`, or its rows [start, stop) alone (a process's share of
@@ -196,13 +231,13 @@ class ShardedPairStream:
     epochs, rest = ids // self.num_examples, ids % self.num_examples
     parts = []
     for epoch in np.unique(epochs):
-      order = np.random.default_rng([self.seed, int(epoch)]).permutation(len(self.shards.num_pairs_S))
+      order = self._order(int(epoch))
       ends = np.cumsum(self.shards.num_pairs_S[order])
       r = rest[epochs == epoch]
       k = np.searchsorted(ends, r, side='right')
       for slot in np.unique(k):
         shard = int(order[slot])
-        ds, pair_image, pair_label, perm = self._shard(int(epoch), shard)
+        ds, pair_image, pair_label, perm = self._shard(int(epoch), int(slot))
         offsets = r[k == slot] - (ends[slot] - self.shards.num_pairs_S[shard])
         pairs = perm[offsets]
         padded = pad_images(ds.subset(pair_image[pairs]), self.max_features, self.max_positives)
@@ -213,3 +248,8 @@ class ShardedPairStream:
                      pos_BxP=cat(lambda p: p[0].pos_nxP), num_pos_B=cat(lambda p: p[0].num_pos_n),
                      feat_idx_BxF=cat(lambda p: p[0].feat_idx_nxF),
                      feat_val_BxF=cat(lambda p: p[0].feat_val_nxF))
+
+
+def _nbytes(ds: SparseDataset, *arrays: np.ndarray) -> int:
+  return sum(a.nbytes for a in (ds.feat_indptr, ds.feat_idx, ds.feat_val, ds.label_indptr,
+                                ds.label_idx, *arrays))

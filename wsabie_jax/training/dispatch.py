@@ -16,9 +16,10 @@ runs up to `train.steps_per_call` steps as one jitted, donated loop:
              prefetching thread and sends them with the ids, where the
              step's own scan over the slots would be many small kernels.
   streamed   a stream without a table (shards larger than memory) builds a
-             chunk of N batches on the host, stacked, sent in one transfer,
-             a thread ahead: the next chunk is built and copied while the
-             device runs the current one (double-buffered).
+             chunk of N batches on the host, on `train.input_threads`
+             threads (numpy's copies release the GIL), stacked, sent in
+             one transfer, ahead of the device: the next chunks are built
+             and copied while the device runs the current one.
   per step   `steps_per_call = 1`: one dispatch a step, batches prefetched.
 
 Every mode feeds step s the stream's batch s (the stream's own order), so
@@ -28,6 +29,10 @@ boundary, so long calls never delay a validation: the loop may move the
 validation interval once it has fitted it to the time budget
 (`Dispatcher.eval_every`), and the calls not yet built follow it (the
 prefetching thread builds them in order; the loop takes them in that order).
+
+The time the loop waits for a call's input (`input_wait_seconds` in the
+call's stats, per call; the train log's `input_wait_ms`) says whether the
+input keeps up: near 0 it does, and the device, not the host, bounds the run.
 
 Every step is checked for non-finite values at no extra pass: its loss and
 the scores it read (a method's `nonfinite` stat count; a NaN row makes every
@@ -49,8 +54,10 @@ CPUs and TPUs are deterministic already; the option changes nothing there.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
+import time
 from typing import Callable, Iterator
 
 import jax
@@ -59,7 +66,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from wsabie_jax.data import batching
-from wsabie_jax.training import parallel, recorder
+from wsabie_jax.training import parallel, recorder, settings
 from wsabie_jax.training.method import Method
 
 log = logging.getLogger('wsabie_jax')
@@ -72,10 +79,10 @@ def compiler_options(deterministic: bool) -> dict:
 
 def plans_on_host(train, mesh) -> bool:
   """Whether the host plans the calls' packs (`train.plan_packs`, one of
-  config.validate.PLAN_PACKS; 'auto': where the devices are CPUs; the module
+  training/settings.PLAN_PACKS; 'auto': where the devices are CPUs; the module
   docstring says why)."""
   where = train.plan_packs
-  return where == 'host' or (where == 'auto' and mesh.devices.flat[0].platform == 'cpu')
+  return where == 'host' or (where == 'auto' and parallel.platform(mesh) == 'cpu')
 
 
 def checked(step):
@@ -111,7 +118,9 @@ class Dispatcher:
     self.mesh, self._method = method.mesh, method
     self.multi = self.mesh.devices.size > 1
     self.options = compiler_options(train.deterministic)
-    per_call = train.steps_per_call
+    fitted = settings.for_platform(train, parallel.platform(self.mesh))
+    per_call = train.steps_per_call or fitted['steps_per_call']
+    threads = train.input_threads or fitted['input_threads']
     stream = method.stream
     self.planned = False  # the host plans the packs (resident calls only)
     # The validation interval the calls are cut at (the loop's: it may change it).
@@ -140,9 +149,13 @@ class Dispatcher:
       self.table = self._replicate(stream.table()) if resident else {}
       calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
       put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
-    log.info('%s: %d steps a call (%s)', self.mesh.devices.flat[0].platform, per_call, self.mode)
+    log.info('%s: %d steps a call (%s)', parallel.platform(self.mesh), per_call, self.mode)
     self.call_bytes = 0  # the most one call's input (its ids, plans or batches) has held
+    # Streamed batches are built on `threads` threads (in order: the same batches).
+    self._builders = (concurrent.futures.ThreadPoolExecutor(threads, 'batch-builder')
+                      if not resident and threads > 1 else None)
     self.calls = batching.prefetch(calls, size=self.PREFETCH, put=put)
+    self.input_wait_seconds = 0.0  # the loop's wait for the calls' input, all calls
     self._executables = {}  # by the packs' budget class and the inputs' shapes
     self.compile_seconds = 0.0  # spent compiling calls: the loop leaves it out of the steps' time
 
@@ -162,18 +175,23 @@ class Dispatcher:
     return jax.device_put(state, self.mesh.devices.flat[0])
 
   def __call__(self, state, step: int):
+    start = time.perf_counter()  # (not the training clock, which tests fake)
     first, n, xs, budget = next(self.calls)
+    waited = time.perf_counter() - start
+    self.input_wait_seconds += waited
     assert first == step, (first, step)
     state, stats = self._executable(state, n, xs, budget)(*self._args(state, n, xs))
-    if self.multi and self.mesh.devices.flat[0].platform == 'cpu':
+    if self.multi and parallel.platform(self.mesh) == 'cpu':
       # XLA:CPU runs every device's program on one shared thread pool; with
       # asynchronous dispatch one device can start the next call while
       # another has not joined this one's collectives (parallel.py).
       jax.block_until_ready(state)
-    return state, stats, n
+    return state, {**stats, 'input_wait_seconds': waited}, n
 
   def close(self):
     self.calls.close()
+    if self._builders is not None:
+      self._builders.shutdown(cancel_futures=True)
 
   def _call_input(self, stream, first: int, n: int, per_call: int, resident: bool):
     """(first, n, the call's N stacked ids, plans or batches, the packs' budget or None)."""
@@ -181,7 +199,9 @@ class Dispatcher:
       xs = self._counted(np.asarray(stream.ids_block(first, n)))
       budget = stream.budget(xs)
     else:  # streamed batches, built on the host
-      steps = [self._batch(stream, i) for i in range(first, first + n)]
+      build = functools.partial(self._batch, stream)
+      steps = (list(self._builders.map(build, range(first, first + n))) if self._builders
+               else [build(i) for i in range(first, first + n)])
       xs, budget = self._counted(jax.tree.map(lambda *x: np.stack(x), *steps)), None
     if self.planned:  # the n steps' only: the padding copies the first
       xs = stream.plan(xs, budget)

@@ -72,7 +72,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       if writer:
         workdir_lib.check_resume(workdir, config, run_identity, allow_data_change)
       method = build(config, mesh)
-      config = method.config  # ('auto' fields fitted to the data)
+      # ('auto' fields fitted to the data; then the calls' sizes to the devices)
+      config, values = settings.fitted_to_platform(method.config, parallel.platform(mesh))
+      if values:
+        log.info('fitted to the %s: %s', parallel.platform(mesh),
+                 ', '.join(f'{k}={v}' for k, v in values.items()))
       settings.check_fitted(config, config.method)
       parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
                           method.description)
@@ -138,6 +142,7 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
                 eval_every_steps=r.get('eval_every_steps', config.train.eval_every_steps),
                 train_examples_per_sec=pairs_done / max(r['step_seconds'], 1e-9),
                 stopped=r['stopped'] or 'completed', epochs=rows_done / method.stream.num_examples,
+                input_wait_seconds=r['input_wait_seconds'],
                 rate_drops=r.get('rate_drops', 0))
   summaries.scalars(steps, result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
@@ -193,6 +198,9 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       steps.close()
       train_log.close()
   train_log.memory(steps.input_held())
+  r['input_wait_seconds'] = steps.input_wait_seconds  # (this process's calls, for metrics.json)
+  log.info('waited %.2f s for the calls\' input in %.2f s of steps', steps.input_wait_seconds,
+           clock.step_seconds)
   return state
 
 

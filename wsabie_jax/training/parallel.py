@@ -78,6 +78,11 @@ def _from_every_process(devices, processes, num_devices: int) -> list:
   return [d for p in processes for d in mine[p][:each]]
 
 
+def platform(mesh: Mesh) -> str:
+  """The platform the mesh's devices are ('cpu', 'gpu', 'tpu')."""
+  return mesh.devices.flat[0].platform
+
+
 def local_devices(mesh: Mesh) -> list:
   """The mesh's devices this process drives."""
   return [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
@@ -160,7 +165,7 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def _synchronous_on_cpu(step, mesh: Mesh):
-  if mesh.devices.flat[0].platform != 'cpu':
+  if platform(mesh) != 'cpu':
     return step
 
   def synchronous_step(state, batch):

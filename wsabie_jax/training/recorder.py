@@ -188,6 +188,8 @@ def read_stats(stats: dict) -> dict:
   s = jax.device_get(stats)
   pairs = max(int(s['pairs']), 1)
   out = {'loss': float(s['loss']) / pairs}
+  if 'input_wait_seconds' in s:  # (the loop's wait for the call's input: dispatch.py)
+    out['input_wait_ms'] = 1e3 * float(s['input_wait_seconds'])
   if 'violator_found' in s:
     found = int(s['violator_found'])
     out['violator_rate'] = found / pairs

@@ -3,6 +3,7 @@ writes their defaults out and reads them back: the one home of each default)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Annotated
 
 import ml_collections
@@ -56,8 +57,11 @@ class TrainConfig:
   # '' the default backend's devices | 'cpu' | 'gpu' | 'tpu'
   platform: Annotated[str, MAY_CHANGE] = ''
   # Steps a dispatch (one lax.fori_loop; training/dispatch.py); 1: one dispatch
-  # a step, batches built on the host.
-  steps_per_call: Annotated[int, MAY_CHANGE] = 16
+  # a step, batches built on the host; 0: the platform's (`for_platform`).
+  steps_per_call: Annotated[int, MAY_CHANGE] = 0
+  # Threads building a call's streamed batches (data on disk: data/shards.py);
+  # 0: the platform's (`for_platform`). The batches do not depend on it.
+  input_threads: Annotated[int, MAY_CHANGE] = 0
   # Where a call's packed non-zeros are planned: 'host', 'device', or 'auto'
   # (the host where the devices are CPUs).
   plan_packs: str = 'auto'
@@ -75,10 +79,44 @@ class TrainConfig:
                  eval_every_steps='>=1', evals_per_budget='>=0', max_epochs_between_evals='>=0',
                  eval_subset='>=0', patience='>=1', plateau_drops='>=0', plateau_factor='>1',
                  checkpoint_every_steps='>=1',
-                 num_devices='>=0', steps_per_call='>=1', probe_pairs='>=0')
+                 num_devices='>=0', steps_per_call='>=0', input_threads='>=0',
+                 probe_pairs='>=0')
     check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS})
     if not (self.max_steps or self.num_epochs):
       raise ValueError('train: num_epochs and max_steps are both 0 (nothing to train)')
+
+
+# The settings a run fits to the platform it runs on when its config says 0:
+# on a CPU the host is the device, so one thread builds batches and a call of
+# 16 steps already costs far more than its dispatch (docs/SCALE.md); an
+# accelerator waits on the host between calls, so it takes 64 steps a call
+# (the accelerator grid's loop column) and builds streamed batches on the
+# host's other cores (a web-scale batch takes ~2 ms on one core: a GPU's step
+# takes less).
+ON_CPU = {'steps_per_call': 16, 'input_threads': 1}
+ON_ACCELERATOR = {'steps_per_call': 64, 'input_threads': 8}
+
+
+def for_platform(train, platform: str, cpus: int | None = None) -> dict:
+  """{field: value} for each of ON_CPU's fields the train section leaves 0, on
+  `platform` (a jax device's: 'cpu', 'gpu', 'tpu'); the input threads at
+  most the host's other cores (`cpus`, default os.cpu_count())."""
+  rules = ON_CPU if platform == 'cpu' else dict(ON_ACCELERATOR)
+  if platform != 'cpu':
+    rules['input_threads'] = max(1, min(rules['input_threads'], (cpus or os.cpu_count() or 2) - 1))
+  return {name: value for name, value in rules.items() if not train[name]}
+
+
+def fitted_to_platform(config: ml_collections.ConfigDict, platform: str) -> tuple[
+    ml_collections.ConfigDict, dict]:
+  """(a copy of config with `for_platform`'s values in place of 0,
+  {'train.field': value} of those)."""
+  values = for_platform(config.train, platform)
+  if not values:
+    return config, {}
+  out = ml_collections.ConfigDict(config.to_dict())
+  out.train.update(values)
+  return out, {f'train.{name}': value for name, value in values.items()}
 
 
 def total_steps(train, steps_per_epoch: int) -> int:
