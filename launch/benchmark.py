@@ -14,11 +14,15 @@ Suites:
   loop       the training loop's end-to-end pairs/s (steps only) at steps_per_call 1
              and 16 beside the step alone, for the default job and the lightfm
              suite's synthetic settings.
-  accelerator  (by name; needs LightFM) the step alone vs the loop end to end at
-             B ∈ {1,024, 4,096}, K ∈ {100, 1,000}, D = 100, Y ∈ {10k, 100k, 1M},
-             steps_per_call 1 and 64 (and the cost of train.deterministic); ours
-             vs LightFM with every CPU thread on the synthetic data (time to
-             LightFM's final test p@1); the Corel5k config's pairs/s.
+  accelerator  (by name; needs LightFM) the step alone (on a repeated and on
+             fresh batches) vs the loop end to end at B ∈ {1,024, 4,096},
+             K ∈ {100, 1,000}, D = 100, Y ∈ {10k, 100k, 1M}, steps_per_call 1
+             and the platform's default (and the cost of train.deterministic);
+             ours vs LightFM with every CPU thread on the synthetic data (time
+             to LightFM's final test p@1); the Corel5k config's pairs/s; the
+             shipped configs end to end with the values each fitted (the
+             web-scale epoch too with --accelerator_webscale_shards); the
+             Mulan config's B, 2B and 4B at equal wall-clock.
              python launch/benchmark.py --suite=accelerator --budget_seconds=45
              (--accelerator_tables=grid --accelerator_labels=100000: part of it)
   panel      (by name; needs LightFM) one config file on every data set of a panel
@@ -105,6 +109,10 @@ _ACCELERATOR_LABELS = flags.DEFINE_list(
 flags.register_validator('accelerator_labels',
                          lambda ys: all(y.isdigit() and int(y) > 1 for y in ys),
                          message='each Y is an integer above 1')
+_ACCELERATOR_WEBSCALE = flags.DEFINE_string(
+    'accelerator_webscale_shards', '', 'accelerator: the web-scale config\'s shards (written by '
+    'launch/make_shards.py --config=configs/wsabie_webscale.py), for its epoch in the shipped '
+    'table; empty: left out.')
 _OUT = flags.DEFINE_string('out', 'benchmark.json', 'Where to write the figures.')
 _SMALL = flags.DEFINE_bool('small', False, 'Tiny sizes (for tests).')
 
@@ -117,7 +125,8 @@ def main(argv):
                           _PANEL_ROUND.value, _PANEL_RUNS.value,
                           parse_overrides(_PANEL_OVERRIDE.value), _PANEL_SEARCH_PEER.value,
                           _PANEL_SEEDS.value, _ACCELERATOR_TABLES.value,
-                          [int(y) for y in _ACCELERATOR_LABELS.value] or None)
+                          [int(y) for y in _ACCELERATOR_LABELS.value] or None,
+                          _ACCELERATOR_WEBSCALE.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

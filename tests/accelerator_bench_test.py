@@ -22,9 +22,29 @@ def test_the_grid_takes_only_the_labels_asked():
   assert [(r['Y'], r['B'], r['K']) for r in grid] == [
       (500, 64, 10), (500, 64, 50), (500, 256, 10), (500, 256, 50)]
   for r in grid:
-    assert all(r[k] > 0 for k in ('alone', 'alone_gathered', 'loop_1', 'loop_4')), r
+    assert all(r[k] > 0 for k in ('alone', 'alone_gathered', 'alone_fresh', 'loop_1', 'loop_4')), r
     assert math.isclose(r['loop_over_alone'], r['loop_4'] / r['alone'])
+    assert math.isclose(r['loop_over_fresh'], r['loop_4'] / r['alone_fresh'])
   # what exactness costs, at one cell: XLA's deterministic ops and TF32 matmuls
   assert [('alone_deterministic' in r, 'alone_tensorfloat32' in r) for r in grid] == [
       (False, False), (False, False), (True, True), (False, False)]
   assert grid[2]['alone_deterministic'] > 0 and grid[2]['alone_tensorfloat32'] > 0
+
+
+def test_the_default_steps_a_call_are_the_platforms():
+  """steps_per_call 0: the grid's loop column at the platform's default (16 on this CPU)."""
+  assert accelerator.run(small=True, budget=1.0, tables=())['steps_per_call'] == 16
+
+
+@pytest.mark.slow  # four short trainings
+def test_the_shipped_configs_and_batch_sizes_report_what_they_fitted():
+  out = accelerator.run(small=True, budget=1.0, tables=('shipped', 'batches'))
+  rows = {r['config']: r for r in out['shipped']}
+  assert set(rows) == set(accelerator.SMALL_SHIPPED)
+  corel = rows['wsabie_corel5k:small']
+  assert corel['fitted']['train.steps_per_call'] == 16 and corel['fitted']['train.batch_size'] == 32
+  assert all(r['pairs_per_sec'] > 0 and 0 <= r['input_wait_seconds'] <= r['train_seconds'] + 1
+             for r in rows.values())
+  batches = out['batches']
+  assert [r['B'] for r in batches] == [batches[0]['B'], 2 * batches[0]['B']]
+  assert all(0 <= r['p@1'] <= 1 for r in batches)

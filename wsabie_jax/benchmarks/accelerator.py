@@ -1,13 +1,16 @@
 """launch/benchmark.py --suite=accelerator: does the loop feed the device?
 
-Three tables, each printed and returned (corel5k, lightfm, then grid):
+Five tables, each printed and returned (corel5k, shipped, batches, lightfm,
+then grid):
   grid     the step alone (one dispatch a step on a fixed batch), the step
            that gathers and packs that batch on the device from its row ids
-           (as each step of the loop's calls does there), and the
-           training loop end to end (train_examples_per_sec: the steps' time,
-           compilation and validation left out) at B ∈ {1,024, 4,096},
-           K ∈ {100, 1,000}, D = 100, Y ∈ {10k, 100k, 1M}; the loop at
-           steps_per_call 1 and the suite's steps_per_call; at B = 4,096,
+           (as each step of the loop's calls does there), the step alone
+           over the fresh batches the loop trains on (`fresh`: the like-for-
+           like column) and the training loop end to end
+           (train_examples_per_sec: the steps' time, compilation and
+           validation left out) at B ∈ {1,024, 4,096}, K ∈ {100, 1,000},
+           D = 100, Y ∈ {10k, 100k, 1M}; the loop at steps_per_call 1 and at
+           the default (the platform's, training/settings.py); at B = 4,096,
            K = 100, Y = 100k also the step alone with train.deterministic
            (XLA's deterministic ops) and with model.matmul_precision
            'tensorfloat32', to show what exactness costs.
@@ -18,12 +21,22 @@ Three tables, each printed and returned (corel5k, lightfm, then grid):
            the table reports when ours first reached LightFM's final p@1.
   corel5k  the Corel5k config's end-to-end pairs/s (compare with the same
            command on a CPU).
+  shipped  the shipped configs as a user runs them, each for the budget
+           (SHIPPED), and the web-scale epoch from shards given
+           (--accelerator_webscale_shards): pairs/s, the loop's wait for
+           input, test p@1 and the values each fitted to the data and device.
+  batches  the Mulan config on Corel5k at its fitted B, 2B and 4B for the
+           same wall-clock: whether a larger batch costs p@1 on the device.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import pathlib
 import tempfile
+
+import jax
 
 from wsabie_jax.data import settings as data_config
 from wsabie_jax.core import evaluation
@@ -31,6 +44,7 @@ from wsabie_jax.data import batching
 from wsabie_jax.benchmarks import timed
 from wsabie_jax.api import configs, run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
+from wsabie_jax.training import settings
 from wsabie_jax.wsabie import step as step_lib
 
 
@@ -44,7 +58,7 @@ def _grid_data(num_labels: int, small: bool):
 
 GRID_LABELS = (10_000, 100_000, 1_000_000)
 SMALL_GRID_LABELS = (500, 5000)
-TABLES = ('corel5k', 'lightfm', 'grid')
+TABLES = ('corel5k', 'shipped', 'batches', 'lightfm', 'grid')
 
 
 def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[dict]:
@@ -73,6 +87,8 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[
                                             steps=20 if small else 200)
         row['alone_gathered'] = B / timed.timed_gathered_step(cfg, stream, train.num_features,
                                                               steps=20 if small else 200)
+        row['alone_fresh'] = B / timed.timed_fresh_steps(cfg, stream, train.num_features,
+                                                         steps=20 if small else 200)
         if (B, K, Y) == deterministic_at:  # what exactness costs, two ways
           row['alone_deterministic'] = B / timed.timed_step(
               cfg, train.num_features, batch, steps=10 if small else 50, deterministic=True)
@@ -91,6 +107,8 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[
             got = run_lib.train_and_evaluate(config, workdir)
           row[f'loop_{per_call}'] = got['train_examples_per_sec']
         row['loop_over_alone'] = row[f'loop_{steps_per_call}'] / row['alone']
+        # Like for like: the loop's pairs/s over the step alone's on the same fresh batches.
+        row['loop_over_fresh'] = row[f'loop_{steps_per_call}'] / row['alone_fresh']
         rows.append(row)
         _print_grid(rows[-1:], steps_per_call, header=len(rows) == 1)
   return rows
@@ -99,17 +117,17 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[
 def _print_grid(rows, per_call: int, header: bool):
   if header:
     print('\nStep alone vs the training loop end to end (pairs/s), D = 100')
-    print(f'{"Y":>9} {"B":>5} {"K":>5} {"alone":>12} {"gathered":>12} {"loop 1/call":>12} '
-          f'{f"loop {per_call}/call":>13} {"loop ÷ alone":>13} {"alone, deterministic":>21} '
-          f'{"alone, TF32":>12}')
+    print(f'{"Y":>9} {"B":>5} {"K":>5} {"alone":>12} {"gathered":>12} {"fresh":>12} '
+          f'{"loop 1/call":>12} {f"loop {per_call}/call":>13} {"loop ÷ alone":>13} '
+          f'{"loop ÷ fresh":>13} {"alone, deterministic":>21} {"alone, TF32":>12}')
   for r in rows:
     det, tf32 = r.get('alone_deterministic'), r.get('alone_tensorfloat32')
     det = f'{det:>12,.0f} ({r["alone"] / det:.1f}×)' if det else ''
     tf32 = f'{tf32:>12,.0f}' if tf32 else ''
     print(f'{r["Y"]:>9,} {r["B"]:>5} {r["K"]:>5} {r["alone"]:>12,.0f} '
-          f'{r["alone_gathered"]:>12,.0f} {r["loop_1"]:>12,.0f} '
-          f'{r[f"loop_{per_call}"]:>13,.0f} {r["loop_over_alone"]:>13.2f} {det:>21} {tf32:>12}',
-          flush=True)
+          f'{r["alone_gathered"]:>12,.0f} {r["alone_fresh"]:>12,.0f} {r["loop_1"]:>12,.0f} '
+          f'{r[f"loop_{per_call}"]:>13,.0f} {r["loop_over_alone"]:>13.2f} '
+          f'{r["loop_over_fresh"]:>13.2f} {det:>21} {tf32:>12}', flush=True)
 
 
 def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:
@@ -163,16 +181,92 @@ def corel5k(steps: int) -> dict:
   return out
 
 
-def run(small: bool, budget: float, steps_per_call: int = 64, tables=TABLES,
-        labels=None) -> dict:
-  """The `tables` named (of TABLES), the grid at the Ys in `labels`."""
+# The shipped configs end to end (`shipped`): spec -> what its row is (data it ships or makes).
+SHIPPED = {'wsabie_corel5k': 'Corel5k, paper 000 settings',
+           'wsabie_mulan': 'the Mulan config, fitted to Corel5k',
+           'wsabie_synthetic': 'the default job (50,000 synthetic images)',
+           'skipgram_corel5k': 'sampled skip-gram on Corel5k'}
+SMALL_SHIPPED = {'wsabie_corel5k:small': 'Corel5k, 3 epochs',
+                 'wsabie_synthetic:small': 'synthetic, small'}
+FITTED_SHOWN = ('train.batch_size', 'loss.num_draws', 'loss.kind', 'loss.draws',
+                'train.steps_per_call', 'train.input_threads')
+
+
+def shipped(budget: float, specs: dict, webscale_shards: str = '') -> list[dict]:
+  """Each config of `specs` trained for `budget` seconds as a user runs it (its
+  fitted values as config.json records them), then the web-scale config for
+  one epoch from the shards in `webscale_shards` (python launch/make_shards.py
+  --config=configs/wsabie_webscale.py writes them; '' leaves it out): end-to-end
+  pairs/s, the steps' seconds, the loop's wait for input, test p@1."""
+  rows = []
+  for spec, what in list(specs.items()) + ([('wsabie_webscale', 'web scale, one epoch from '
+                                              'shards')] if webscale_shards else []):
+    config = configs.load(spec)
+    if spec == 'wsabie_webscale':
+      config.data.shards_dir = webscale_shards
+    else:
+      config.train.max_seconds = budget
+    rows.append(_end_to_end(spec, what, config))
+  return rows
+
+
+def _end_to_end(spec: str, what: str, config) -> dict:
+  with tempfile.TemporaryDirectory() as workdir:
+    got = run_lib.train_and_evaluate(config, workdir)
+    recorded = json.loads((pathlib.Path(workdir) / 'config.json').read_text())
+  fitted = {name: recorded[name.split('.')[0]][name.split('.')[1]] for name in FITTED_SHOWN
+            if name.split('.')[1] in recorded.get(name.split('.')[0], {})}
+  row = {'config': spec, 'what': what, 'pairs_per_sec': got['train_examples_per_sec'],
+         'train_seconds': got['train_seconds'], 'input_wait_seconds': got['input_wait_seconds'],
+         'steps': got['steps'], 'p@1': got['p@1'], 'fitted': fitted}
+  print(f'{spec:<26} {row["pairs_per_sec"]:>12,.0f} pairs/s {row["train_seconds"]:>7.1f} s '
+        f'(input wait {row["input_wait_seconds"]:.1f} s) p@1 {row["p@1"]:.4f}  '
+        + ', '.join(f'{k.split(".")[1]}={v}' for k, v in fitted.items()), flush=True)
+  return row
+
+
+def batch_sizes(budget: float, scales=(1, 2, 4), spec: str = 'wsabie_mulan') -> list[dict]:
+  """The quality rule for an accelerator's batch sizes: the config at its
+  fitted B and at `scales` times it, each for the same wall-clock `budget`:
+  test p@1 and the validation metric it selects on, beside pairs/s (a larger
+  B the device runs faster must not cost p@1 at equal time)."""
+  base = None
+  rows = []
+  print(f'\n{spec}: B at equal wall-clock ({budget:.0f} s each)')
+  for scale in scales:
+    config = configs.load(spec)
+    config.train.max_seconds = budget
+    if base is None:
+      from wsabie_jax import methods
+      base = methods.of(config).fit(config)[0].train.batch_size
+    config.train.batch_size = base * scale
+    with tempfile.TemporaryDirectory() as workdir:
+      got = run_lib.train_and_evaluate(config, workdir)
+    metric = config.train.select_metric
+    row = {'B': base * scale, 'pairs_per_sec': got['train_examples_per_sec'], 'p@1': got['p@1'],
+           f'valid_{metric}': got[f'valid_{metric}'], 'steps': got['steps']}
+    rows.append(row)
+    print(f'B {row["B"]:>6}: {row["pairs_per_sec"]:>12,.0f} pairs/s, test p@1 {row["p@1"]:.4f}, '
+          f'valid {metric} {row[f"valid_{metric}"]:.4f} ({row["steps"]} steps)', flush=True)
+  return rows
+
+
+def run(small: bool, budget: float, steps_per_call: int = 0, tables=TABLES,
+        labels=None, webscale_shards: str = '') -> dict:
+  """The `tables` named (of TABLES), the grid at the Ys in `labels`, the loop
+  at `steps_per_call` (0: the default, the platform's: training/settings.py)."""
   if set(tables) - set(TABLES):
     raise ValueError(f'unknown accelerator tables {sorted(set(tables) - set(TABLES))}: '
                      f'choose from {TABLES}')
+  steps_per_call = steps_per_call or settings.for_platform(
+      settings.train(), jax.devices()[0].platform)['steps_per_call']
   seconds = 2.0 if small else 3.0
   # The short tables first: a run cut off by a time limit still has them
   # printed, and the grid's rows print as each ends.
   makers = {'corel5k': lambda: corel5k(200 if small else 5000),
+            'shipped': lambda: shipped(2.0 if small else budget,
+                                       SMALL_SHIPPED if small else SHIPPED, webscale_shards),
+            'batches': lambda: batch_sizes(2.0 if small else budget, (1, 2) if small else (1, 2, 4)),
             'lightfm': lambda: versus_lightfm(small, budget, steps_per_call),
             'grid': lambda: grid(small, seconds, steps_per_call, labels)}
   out = {name: makers[name]() for name in TABLES if name in tables}

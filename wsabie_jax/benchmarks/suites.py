@@ -159,13 +159,15 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
         panel_config: str = 'configs/wsabie_mulan.py', panel_round: int = 1,
         panel_runs: int = 3, panel_overrides: dict | None = None,
         panel_search_peer: bool = False, panel_seeds: int = 1,
-        accelerator_tables=accelerator.TABLES, accelerator_labels=None) -> dict:
+        accelerator_tables=accelerator.TABLES, accelerator_labels=None,
+        accelerator_webscale: str = '') -> dict:
   """The named suites ('all' for every one), with the device and CPU count.
   `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel;
   `panel_seeds`: the panel's seeds for both systems.
   `panel_search_peer`: LightFM on panel_search's validation splits too.
   `accelerator_tables`, `accelerator_labels`: the accelerator suite's tables
-  and its grid's Ys (None: all)."""
+  and its grid's Ys (None: all); `accelerator_webscale`: the web-scale shards
+  for its shipped table ('' leaves them out)."""
   if unknown(suites):
     raise ValueError(f'unknown suites {unknown(suites)}: choose from {NAMES}')
   suites = set(SUITES) | set(suites) if 'all' in suites else set(suites)
@@ -182,7 +184,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     result['lightfm'] = {name: side_by_side(name, budget_seconds, small) for name in data}
   if 'accelerator' in suites:
     result['accelerator'] = accelerator.run(small, budget_seconds, tables=accelerator_tables,
-                                            labels=accelerator_labels)
+                                            labels=accelerator_labels,
+                                            webscale_shards=accelerator_webscale)
   if 'panel' in suites:
     from wsabie_jax.benchmarks import panel as panel_lib
     result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config,

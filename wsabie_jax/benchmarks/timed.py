@@ -45,16 +45,30 @@ def timed_gathered_step(cfg: step_lib.StepConfig, stream: batching.PairStream,
                          (jax.device_put(stream.table()), jax.device_put(ids)), steps)
 
 
-def _seconds_a_step(cfg, num_features: int, step, inputs: tuple, steps: int,
-                    deterministic: bool = False) -> float:
+def timed_fresh_steps(cfg: step_lib.StepConfig, stream: batching.PairStream,
+                      num_features: int, steps: int = 50) -> float:
+  """Seconds per training step over the stream's first `steps` batches, each
+  put on the device beforehand (one dispatch a step): the step alone on the
+  batches the loop trains on, so the loop's pairs/s over it is like for like
+  (a repeated batch's steps get easier as it is learned: `timed_step`)."""
+  batches = [jax.device_put(stream.batch(s)) for s in range(steps + 3)]
+  step = lambda s, b: step_lib.train_step(cfg, s, b)
+  return _seconds_a_step(cfg, num_features, step, batches, steps, each_step=True)
+
+
+def _seconds_a_step(cfg, num_features: int, step, inputs, steps: int,
+                    deterministic: bool = False, each_step: bool = False) -> float:
+  """`inputs`: the step's arguments after the state, the same every step;
+  with `each_step`, step i's own (i < steps + 3: three warm-up steps first)."""
   state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
   step = jax.jit(step, donate_argnums=0, compiler_options=dispatch.compiler_options(deterministic))
-  for _ in range(3):
-    state, _ = step(state, *inputs)
+  args = (lambda i: (inputs[i],)) if each_step else (lambda i: inputs)
+  for i in range(3):
+    state, _ = step(state, *args(i))
   jax.block_until_ready(state)
   t = time.perf_counter()
-  for _ in range(steps):
-    state, _ = step(state, *inputs)
+  for i in range(3, steps + 3):
+    state, _ = step(state, *args(i))
   jax.block_until_ready(state)
   return (time.perf_counter() - t) / steps
 
