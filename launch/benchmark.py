@@ -52,6 +52,11 @@ Suites:
              python launch/benchmark.py --suite=profile --panel=standin:text
   checkpoints  (by name) seconds to save and restore a checkpoint at the web-scale
              config's table sizes and 10× its labels, beside its checksums' share.
+  input      (by name) the streamed input alone: pairs/s at which the web-scale
+             config's calls of batches are built from its shards
+             (--accelerator_webscale_shards, else the config's folder) on
+             1, 2, 4 and 8 threads (train.input_threads).
+             python launch/benchmark.py --suite=input
   skipgram_epoch  paper 004 Table 1: seconds per epoch of Fast0Tag, Fixed WV and
              the proposed objective, full vs sampled, at 291 labels / 17,665
              images and 925 labels / 102,709 images (the paper's sizes), then at

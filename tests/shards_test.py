@@ -149,3 +149,13 @@ def test_streamed_chunks_equal_one_step_per_call(tmp_path):
             for d in ('one', 'many', 'resumed', 'threads')]
   assert int(states[0].step) == 24
   assert_same_states(*states)
+
+
+def test_the_input_suite_times_each_thread_count(tmp_path):
+  """launch/benchmark.py --suite=input's rows (figures printed, not asserted)."""
+  from wsabie_jax.benchmarks import suites
+  _small_shards(tmp_path / 'train')
+  rows = suites.input_rate(str(tmp_path), batch_size=4, threads=(1, 2), steps=20,
+                           steps_per_call=8)
+  assert [r['threads'] for r in rows] == [1, 2]
+  assert all(r['pairs_per_sec'] > 0 and r['held_mib'] > 0 for r in rows)

@@ -22,7 +22,8 @@ from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
-EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'profile', 'checkpoints')  # by name only: long, LightFM or data
+EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'profile', 'checkpoints',
+                'input')  # by name only: long, LightFM or data
 NAMES = SUITES + EXTRA_SUITES + ('all',)  # what --suite may name
 
 
@@ -200,6 +201,10 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
                         'grid': gather_vs_whole.grid(small)}
   if 'checkpoints' in suites:
     result['checkpoints'] = checkpoint_cost(small)
+  if 'input' in suites:
+    webscale = configs.load('wsabie_webscale:small' if small else 'wsabie_webscale')
+    result['input'] = input_rate(accelerator_webscale or webscale.data.shards_dir,
+                                 webscale.train.batch_size, steps=40 if small else 400)
   if 'panel_search' in suites:
     from wsabie_jax.benchmarks import panel as panel_lib
     result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds,
@@ -284,4 +289,31 @@ def checkpoint_cost(small: bool = False) -> list[dict]:
     print(f'Y {num_labels:>9,}  state {nbytes / 2**20:7.1f} MiB  save {save:6.2f} s  restore '
           f'{restore:6.2f} s  checksums {digest:5.2f} s ({digest / save:.0%} of save, '
           f'{digest / restore:.0%} of restore)')
+  return rows
+
+
+def input_rate(shards_dir: str, batch_size: int, threads=(1, 2, 4, 8), steps: int = 400,
+               steps_per_call: int = 64) -> list[dict]:
+  """The streamed input alone (data/shards.py, as training/dispatch.py builds it):
+  pairs/s at which calls of `steps_per_call` batches of the shards in
+  `shards_dir`/train are built and stacked, at each thread count, from a cold
+  start (shard loads included). The web-scale epoch is bound by the step, not
+  the input, where this rate exceeds the step's."""
+  import concurrent.futures
+  import pathlib
+  from wsabie_jax.data import shards
+  rows = []
+  for n in threads:
+    stream = shards.ShardedPairStream(shards.ShardSet(pathlib.Path(shards_dir) / 'train'),
+                                      batch_size, seed=0)
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+      for first in range(0, steps, steps_per_call):
+        batches = list(pool.map(stream.batch, range(first, min(first + steps_per_call, steps))))
+        jax.tree.map(lambda *x: np.stack(x), *batches)
+    seconds = time.perf_counter() - start
+    rows.append({'threads': n, 'pairs_per_sec': steps * batch_size / seconds,
+                 'held_mib': stream.held_bytes / 2**20})
+    print(f'{n:>2} threads: {rows[-1]["pairs_per_sec"]:>12,.0f} pairs/s (B = {batch_size}, '
+          f'{steps} steps, shards held at most {rows[-1]["held_mib"]:,.0f} MiB)', flush=True)
   return rows
