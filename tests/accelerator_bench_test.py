@@ -25,6 +25,7 @@ def test_the_grid_takes_only_the_labels_asked():
     assert all(r[k] > 0 for k in ('alone', 'alone_gathered', 'alone_fresh', 'loop_1', 'loop_4')), r
     assert math.isclose(r['loop_over_alone'], r['loop_4'] / r['alone'])
     assert math.isclose(r['loop_over_fresh'], r['loop_4'] / r['alone_fresh'])
+    assert math.isclose(r['ahead_over_fresh'], r['loop_ahead'] / r['alone_fresh'])
   # what exactness costs, at one cell: XLA's deterministic ops and TF32 matmuls
   assert [('alone_deterministic' in r, 'alone_tensorfloat32' in r) for r in grid] == [
       (False, False), (False, False), (True, True), (False, False)]

@@ -75,8 +75,8 @@ def _shards_config(tmp_path):
 CASES = {
     'wsabie, per-row draws': lambda tmp: configs.load('wsabie_synthetic:small'),
     'wsabie, fitted (exact rank)': lambda tmp: configs.load('wsabie_mulan:small'),
-    'wsabie, shared draws': lambda tmp: _with(configs.load('wsabie_synthetic:small'),
-                                              draws='per_batch'),
+    'wsabie, shared draws, gathered ahead': lambda tmp: _ahead(_with(
+        configs.load('wsabie_synthetic:small'), draws='per_batch')),
     'adaptive sampler': lambda tmp: configs.load('samplers:vse_warp,synthetic,small'),
     'skip-gram': lambda tmp: configs.load('skipgram_synthetic:proposed,small'),
     'objects and parts': lambda tmp: configs.load('parts_synthetic:shared,iw,small'),
@@ -86,6 +86,11 @@ CASES = {
 
 def _with(config, **loss):
   config.loss.update(loss)
+  return config
+
+
+def _ahead(config):
+  config.train.gather_ahead = True
   return config
 
 

@@ -78,14 +78,15 @@ def _final_state(method: str, config, workdir):
 
 @pytest.mark.parametrize('method,spec', [
     ('wsabie', 'wsabie_synthetic:small'), ('wsabie', 'adaptive'), ('wsabie', 'rows_of_3'),
-    ('wsabie', 'packs_on_device'),
+    ('wsabie', 'packs_on_device'), ('wsabie', 'gathered_ahead'),
     ('skipgram', 'skipgram_synthetic:proposed,small'), ('parts', 'parts_synthetic:shared,iw,small')])
 def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   """steps_per_call = 5 (a device-resident stream, lax.fori_loop, calls cut at the
   validations every 7 steps) gives bit-identical parameters, optimiser state
   and sampler lists to one dispatch a step; and a run stopped mid-call (step 9)
   and resumed equals both. Packs are planned on the host (CPU's 'auto') or,
-  'packs_on_device', built by the step from the ids (an accelerator's)."""
+  'packs_on_device', built by the step from the ids (an accelerator's), or
+  'gathered_ahead', built for the whole call before its steps (train.gather_ahead)."""
   if method == 'parts':
     helpers.wordnet_or_skip()
 
@@ -96,6 +97,9 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
     elif spec == 'packs_on_device':
       c = _tiny_config()
       c.train.plan_packs = 'device'
+    elif spec == 'gathered_ahead':  # a call's packs built on the device, all before its steps
+      c = _tiny_config()
+      c.train.update(plan_packs='device', gather_ahead=True)
     else:
       c = _adaptive(_tiny_config()) if spec == 'adaptive' else configs.load(spec)
     c.train.update(max_steps=steps, eval_every_steps=7, checkpoint_every_steps=1000,

@@ -10,7 +10,9 @@ then grid):
            (train_examples_per_sec: the steps' time, compilation and
            validation left out) at B ∈ {1,024, 4,096}, K ∈ {100, 1,000},
            D = 100, Y ∈ {10k, 100k, 1M}; the loop at steps_per_call 1 and at
-           the default (the platform's, training/settings.py); at B = 4,096,
+           the default (the platform's, training/settings.py), the latter also
+           with train.gather_ahead (a call's batches gathered before its
+           steps, in one pass); at B = 4,096,
            K = 100, Y = 100k also the step alone with train.deterministic
            (XLA's deterministic ops) and with model.matmul_precision
            'tensorfloat32', to show what exactness costs.
@@ -100,15 +102,16 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[
         # count compilation, which the loop's pairs/s leaves out); at one step a
         # call at most 500 (a dispatch each: on an H200, 14× the step's time).
         steps = max(4 * steps_per_call, int(seconds * row['alone'] / B))
-        for per_call in (1, steps_per_call):
-          config.train.update(steps_per_call=per_call,
+        for per_call, ahead in ((1, False), (steps_per_call, False), (steps_per_call, True)):
+          config.train.update(steps_per_call=per_call, gather_ahead=ahead,
                               max_steps=min(steps, 500) if per_call == 1 else steps)
           with tempfile.TemporaryDirectory() as workdir:
             got = run_lib.train_and_evaluate(config, workdir)
-          row[f'loop_{per_call}'] = got['train_examples_per_sec']
+          row['loop_ahead' if ahead else f'loop_{per_call}'] = got['train_examples_per_sec']
         row['loop_over_alone'] = row[f'loop_{steps_per_call}'] / row['alone']
         # Like for like: the loop's pairs/s over the step alone's on the same fresh batches.
         row['loop_over_fresh'] = row[f'loop_{steps_per_call}'] / row['alone_fresh']
+        row['ahead_over_fresh'] = row['loop_ahead'] / row['alone_fresh']
         rows.append(row)
         _print_grid(rows[-1:], steps_per_call, header=len(rows) == 1)
   return rows
@@ -118,16 +121,18 @@ def _print_grid(rows, per_call: int, header: bool):
   if header:
     print('\nStep alone vs the training loop end to end (pairs/s), D = 100')
     print(f'{"Y":>9} {"B":>5} {"K":>5} {"alone":>12} {"gathered":>12} {"fresh":>12} '
-          f'{"loop 1/call":>12} {f"loop {per_call}/call":>13} {"loop ÷ alone":>13} '
-          f'{"loop ÷ fresh":>13} {"alone, deterministic":>21} {"alone, TF32":>12}')
+          f'{"loop 1/call":>12} {f"loop {per_call}/call":>13} {"gathered ahead":>14} '
+          f'{"loop ÷ alone":>13} {"loop ÷ fresh":>13} {"ahead ÷ fresh":>14} '
+          f'{"alone, deterministic":>21} {"alone, TF32":>12}')
   for r in rows:
     det, tf32 = r.get('alone_deterministic'), r.get('alone_tensorfloat32')
     det = f'{det:>12,.0f} ({r["alone"] / det:.1f}×)' if det else ''
     tf32 = f'{tf32:>12,.0f}' if tf32 else ''
     print(f'{r["Y"]:>9,} {r["B"]:>5} {r["K"]:>5} {r["alone"]:>12,.0f} '
           f'{r["alone_gathered"]:>12,.0f} {r["alone_fresh"]:>12,.0f} {r["loop_1"]:>12,.0f} '
-          f'{r[f"loop_{per_call}"]:>13,.0f} {r["loop_over_alone"]:>13.2f} '
-          f'{r["loop_over_fresh"]:>13.2f} {det:>21} {tf32:>12}', flush=True)
+          f'{r[f"loop_{per_call}"]:>13,.0f} {r["loop_ahead"]:>14,.0f} '
+          f'{r["loop_over_alone"]:>13.2f} {r["loop_over_fresh"]:>13.2f} '
+          f'{r["ahead_over_fresh"]:>14.2f} {det:>21} {tf32:>12}', flush=True)
 
 
 def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:

@@ -118,6 +118,7 @@ class Dispatcher:
     self.mesh, self._method = method.mesh, method
     self.multi = self.mesh.devices.size > 1
     self.options = compiler_options(train.deterministic)
+    self.gather_ahead = train.gather_ahead
     fitted = settings.for_platform(train, parallel.platform(self.mesh))
     per_call = train.steps_per_call or fitted['steps_per_call']
     threads = train.input_threads or fitted['input_threads']
@@ -242,7 +243,8 @@ class Dispatcher:
         if budget != stream.base_budget:
           log.info('a batch needs %d non-zero slots a pack (base budget %d): compiling '
                    'a call for that', budget, stream.base_budget)
-      self._fns[budget] = self._compile_many(self._method, gather, self._per_call)
+      self._fns[budget] = self._compile_many(self._method, gather, self._per_call,
+                                             self.gather_ahead and stream.resident)
     return self._fns[budget]
 
   def _compile_one(self, method: Method):
@@ -253,7 +255,7 @@ class Dispatcher:
     return jax.jit(checked(method.pure_step), donate_argnums=0, compiler_options=self.options,
                    **self._gspmd_shardings())
 
-  def _compile_many(self, method: Method, gather, per_call: int):
+  def _compile_many(self, method: Method, gather, per_call: int, ahead: bool = False):
     local = self.multi and method.local_step is not None
     step = checked(method.local_step if local else method.pure_step)
 
@@ -262,10 +264,17 @@ class Dispatcher:
       a loop of a traced length, so a short call costs its own steps only (a
       scan over N with the rest skipped by `cond` would copy the state on every
       skipped step). The last step's stats, with
-      the call's first non-finite step."""
+      the call's first non-finite step. `ahead`: the N batches gathered
+      first, in one vmapped pass (train.gather_ahead)."""
+      if ahead:
+        batches_N = jax.vmap(lambda x: gather(table, x))(xs_N)
+        batch_of = lambda i: jax.tree.map(lambda a: a[i], batches_N)
+      else:
+        batch_of = lambda i: gather(table, jax.tree.map(lambda a: a[i], xs_N))
+
       def one(i, carry):
         state, last = carry
-        state, stats = step(state, gather(table, jax.tree.map(lambda a: a[i], xs_N)))
+        state, stats = step(state, batch_of(i))
         first = jnp.where(last['nonfinite_step'] >= 0, last['nonfinite_step'],
                           stats['nonfinite_step'])
         return state, {**stats, 'nonfinite_step': first}

@@ -65,6 +65,11 @@ class TrainConfig:
   # Where a call's packed non-zeros are planned: 'host', 'device', or 'auto'
   # (the host where the devices are CPUs).
   plan_packs: str = 'auto'
+  # Resident data: gather (and pack) a call's batches in one pass before its
+  # steps instead of one step at a time: one set of small kernels a call, not
+  # a step (each costs 36-56 µs of a GPU's step: docs/SCALE.md); the same
+  # batches, N of them held at once.
+  gather_ahead: Annotated[bool, MAY_CHANGE] = False
   # GPU: XLA's deterministic ops, so a resumed run equals an uninterrupted one
   # bit for bit; repeated rows' scatter-adds then run in a fixed order, many
   # times slower (docs/SCALE.md).
