@@ -52,6 +52,13 @@ Suites:
              python launch/benchmark.py --suite=profile --panel=standin:text
   checkpoints  (by name) seconds to save and restore a checkpoint at the web-scale
              config's table sizes and 10× its labels, beside its checksums' share.
+  peers      (by name) the extreme-classification libraries a user would pick
+             instead (benchmarks/peers.py: napkinXC PLT and BR, omikuji Parabel
+             and Bonsai, fastText ova, scikit-learn one-vs-rest; those installed,
+             pip install -e '.[peers]'), each on every --panel set's raw and
+             tf-idf features, 2 threads: test p@1, p@3, p@5, training seconds.
+             The panel suite runs them too, and reads ours against the best.
+             python launch/benchmark.py --suite=peers --panel=corel5k,DIR/enron
   input      (by name) the streamed input alone: pairs/s at which the web-scale
              config's calls of batches are built from its shards
              (--accelerator_webscale_shards, else the config's folder) on

@@ -27,7 +27,7 @@ TIMEOUT = 300  # seconds a cluster may take before the test fails (it takes ~15)
 SMALL = ['--config=configs/wsabie_synthetic.py:small', '--config.train.max_steps=100',
          '--config.train.eval_every_steps=25', '--config.train.checkpoint_every_steps=50',
          '--config.train.num_devices=4']
-TIMES = {'train_seconds', 'train_examples_per_sec'}
+TIMES = {'train_seconds', 'train_examples_per_sec', 'input_wait_seconds'}
 
 
 

@@ -23,7 +23,7 @@ from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
 EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'profile', 'checkpoints',
-                'input')  # by name only: long, LightFM or data
+                'input', 'peers')  # by name only: long, LightFM or data
 NAMES = SUITES + EXTRA_SUITES + ('all',)  # what --suite may name
 
 
@@ -201,6 +201,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
                         'grid': gather_vs_whole.grid(small)}
   if 'checkpoints' in suites:
     result['checkpoints'] = checkpoint_cost(small)
+  if 'peers' in suites:
+    result['peers'] = peer_suite(panel)
   if 'input' in suites:
     webscale = configs.load('wsabie_webscale:small' if small else 'wsabie_webscale')
     result['input'] = input_rate(accelerator_webscale or webscale.data.shards_dir,
@@ -317,3 +319,20 @@ def input_rate(shards_dir: str, batch_size: int, threads=(1, 2, 4, 8), steps: in
     print(f'{n:>2} threads: {rows[-1]["pairs_per_sec"]:>12,.0f} pairs/s (B = {batch_size}, '
           f'{steps} steps, shards held at most {rows[-1]["held_mib"]:,.0f} MiB)', flush=True)
   return rows
+
+
+def peer_suite(specs, threads: int = 2) -> dict:
+  """The extreme-classification libraries alone (benchmarks/peers.py) on each
+  panel set's training and test files, raw and tf-idf: {set: rows}."""
+  import ml_collections
+  from wsabie_jax.benchmarks import panel as panel_lib, peers
+  from wsabie_jax.data import load_splits
+  out = {}
+  for spec in specs:
+    name, data = panel_lib.data_config(spec)
+    train, _, test = load_splits(ml_collections.ConfigDict(
+        {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}))
+    print(f'\n{name}: {train.num_images:,} train / {test.num_images:,} test, '
+          f'Y={train.num_labels}, d={train.num_features}', flush=True)
+    out[name] = peers.run(train, test, threads)
+  return out

@@ -109,7 +109,7 @@ def for_platform(train, platform: str, cpus: int | None = None) -> dict:
   rules = ON_CPU if platform == 'cpu' else dict(ON_ACCELERATOR)
   if platform != 'cpu':
     rules['input_threads'] = max(1, min(rules['input_threads'], (cpus or os.cpu_count() or 2) - 1))
-  return {name: value for name, value in rules.items() if not train[name]}
+  return {name: value for name, value in rules.items() if not getattr(train, name)}
 
 
 def fitted_to_platform(config: ml_collections.ConfigDict, platform: str) -> tuple[
