@@ -10,7 +10,8 @@ from wsabie_jax.data import dataset
 
 def _easy(n: int, num_labels: int = 12, seed: int = 0):
   """Image i has label y_i (and y_i + 1 mod Y, half the time) and the words
-  y_i, Y + y_i and a noise word: every label is named by its own words."""
+  y_i, Y + y_i and a noise word: every label is named by its own words; and
+  three images without words (tmc2007-500 and enron have some)."""
   rng = np.random.default_rng(seed)
   y = rng.integers(0, num_labels, n)
   feats, labels = [], []
@@ -20,6 +21,8 @@ def _easy(n: int, num_labels: int = 12, seed: int = 0):
                   rng.integers(1, 4, 3).astype(np.float32)))
     labels.append(sorted({int(label)} | ({int(label + 1) % num_labels} if rng.random() < 0.5
                                          else set())))
+  feats += [(np.zeros(0, int), np.zeros(0, np.float32))] * 3  # (a few with no features at all)
+  labels += [[0]] * 3
   return dataset.from_lists(feats, labels, 2 * num_labels + 30,
                             [f'l{j}' for j in range(num_labels)])
 

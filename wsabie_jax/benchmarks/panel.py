@@ -63,7 +63,10 @@ def data_config(spec: str):
     data = data_settings.file_data('libsvm', str(folder / 'train.txt'), str(folder / 'test.txt'))
   elif spec.startswith('libsvm:'):
     _, train, test = spec.split(':')
-    name, data = pathlib.Path(train).stem, data_settings.file_data('libsvm', train, test)
+    data = data_settings.file_data('libsvm', train, test)
+    # (a folder's train.txt is named by its folder: ../debtags/train.txt is 'debtags')
+    name = pathlib.Path(train).parent.name if pathlib.Path(train).stem == 'train' else \
+        pathlib.Path(train).stem
   else:
     data = data_settings.mulan_folder(spec)
     name = pathlib.Path(data.train_path).name[:-len('-train.arff')]

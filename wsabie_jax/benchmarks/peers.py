@@ -106,8 +106,9 @@ def _xmc_file(ds: SparseDataset, path: pathlib.Path) -> pathlib.Path:
     f.write(f'{ds.num_images} {ds.num_features} {ds.num_labels}\n')
     for i in range(ds.num_images):
       idx, val = ds.features(i)
-      f.write(','.join(map(str, ds.labels(i))) + ' '
-              + ' '.join(f'{j}:{v:.6g}' for j, v in zip(idx, val)) + '\n')
+      # (an example without features is its labels alone: omikuji refuses a trailing space)
+      f.write(' '.join([','.join(map(str, ds.labels(i)))]
+                       + [f'{j}:{v:.6g}' for j, v in zip(idx, val)]) + '\n')
   return path
 
 
