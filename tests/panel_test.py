@@ -303,3 +303,28 @@ def test_seeds_vary_every_random_choice_of_both_systems(monkeypatch):
   assert states == [0, 1] and (ten['budget'], sixty['budget']) == (10.0, 60.0)
   assert sixty['p@1'] == pytest.approx(0.75) and sixty['p@1_runs'] == pytest.approx([0.7, 0.8])
   assert sixty['pairs_per_sec'] == pytest.approx(15.0) and sixty['p@1_sem'] == pytest.approx(0.05)
+
+
+def test_the_verdict_against_a_peer_is_read_in_test_file_standard_errors():
+  """ahead: at or above the peer's p@1; level: within one standard error of a
+  p@1 on this test file, √(p(1−p)/n), below it; behind: further below."""
+  se = (0.9 * 0.1 / 1000) ** 0.5  # 0.0095
+  assert panel.verdict(0.9, 0.9, 1000) == 'ahead'
+  assert panel.verdict(0.95, 0.9, 1000) == 'ahead'
+  assert panel.verdict(0.9 - 0.99 * se, 0.9, 1000) == 'level'
+  assert panel.verdict(0.9 - 1.01 * se, 0.9, 1000) == 'behind'
+
+
+def test_the_peer_table_names_the_best_peer_and_the_reach():
+  best = {'peer': 'omikuji_bonsai', 'weighting': 'raw', 'p@1': 0.915, 'p@3': 0.618,
+          'p@5': 0.459, 'train_seconds': 7.9}
+  rows = [{'set': 'debtags', 'budget': 60.0, 'system': 'wsabie_jax', 'dim': 128, 'p@1': 0.899,
+           'p@5': 0.454, 'map': 0.834, 'pairs_per_sec': 1.0, 'epochs': 1.0, 'best_peer': best,
+           'test_images': 6358, 'seconds_to_best_peer': None},
+          {**best, 'set': 'corel5k', 'budget': 60.0, 'system': 'wsabie_jax', 'dim': 128,
+           'p@1': 0.92, 'map': 0.3, 'pairs_per_sec': 1.0, 'epochs': 1.0, 'best_peer': best,
+           'test_images': 500, 'seconds_to_best_peer': 3.0}]
+  lines = panel.peer_table(rows).splitlines()
+  assert lines[2] == ('| debtags | 60 s | 0.899 | 0.454 | omikuji_bonsai (raw) | '
+                      '0.915 / 0.618 / 0.459 | 7.9 | behind | not within 30 s |')
+  assert lines[3].endswith('| ahead | 3.0 s |')
