@@ -12,6 +12,10 @@ user's Colab TPU.
 from __future__ import annotations
 
 import contextlib
+import json
+import pathlib
+import subprocess
+import sys
 
 import jax
 import pytest
@@ -94,19 +98,15 @@ def _ahead(config):
   return config
 
 
-@pytest.mark.parametrize('case', CASES)
-def test_every_program_a_run_compiles_lowers_for_gpu_and_tpu(case, tmp_path):
-  if case == 'objects and parts':
-    helpers.wordnet_or_skip()
+def lowered_failures(case: str, tmp_path) -> tuple[list[str], list[str]]:
+  """(the names of the programs a short run of `case` lowers, each export
+  that failed as 'name on platform: error'), in this process."""
   config = _short(CASES[case](tmp_path), tmp_path)
   if 'oov' in config:
     config.oov.steps = 0
   programs = []
-  jax.clear_caches()  # (a program an earlier test lowered in this process is lowered again)
   with lowered_programs(programs):
     run.train_and_evaluate(config, tmp_path / 'run')
-  names = [name for name, _ in programs]
-  assert any(name == 'many' for name in names), names  # the loop's call of steps
   failed = []
   for name, closed_jaxpr in programs:
     for platform in ACCELERATORS:
@@ -114,6 +114,22 @@ def test_every_program_a_run_compiles_lowers_for_gpu_and_tpu(case, tmp_path):
         export_for(closed_jaxpr, platform)
       except Exception as error:  # noqa: BLE001 (whatever a lowering raises is the finding)
         failed.append(f'{name} on {platform}: {type(error).__name__}: {str(error)[:300]}')
+  return [name for name, _ in programs], failed
+
+
+@pytest.mark.parametrize('case', CASES)
+def test_every_program_a_run_compiles_lowers_for_gpu_and_tpu(case, tmp_path):
+  """Each case in a process of its own: one whose JAX has lowered nothing yet,
+  so every program of the run is lowered (and recorded) there, and this
+  test process's caches stay warm for the tests after it."""
+  if case == 'objects and parts':
+    helpers.wordnet_or_skip()
+  out = subprocess.run([sys.executable, '-m', 'tests.lowering_test', case, str(tmp_path)],
+                       capture_output=True, text=True, timeout=300,
+                       cwd=pathlib.Path(__file__).parents[1])
+  assert out.returncode == 0, out.stderr[-3000:]
+  names, failed = json.loads(out.stdout.strip().splitlines()[-1])
+  assert 'many' in names, names  # the loop's call of steps
   assert not failed, '\n'.join(failed)
 
 
@@ -132,3 +148,8 @@ def test_a_cpu_only_op_is_caught():
   assert programs
   with pytest.raises(Exception):
     export_for(programs[-1][1], 'tpu')
+
+
+if __name__ == '__main__':  # python -m tests.lowering_test CASE TMPDIR: one case, JSON out
+  import tests.conftest  # noqa: F401 (the test processes' JAX settings and caches)
+  print(json.dumps(lowered_failures(sys.argv[1], pathlib.Path(sys.argv[2]))))
