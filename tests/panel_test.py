@@ -7,7 +7,7 @@ from tests import helpers
 from wsabie_jax import config as config_lib
 from wsabie_jax.config import args
 from wsabie_jax.data import corel5k_paths, load_splits
-from wsabie_jax.benchmarks import panel
+from wsabie_jax.benchmarks import panel, peers
 from wsabie_jax.core import native_rows
 from wsabie_jax.data import batching
 from wsabie_jax.wsabie import fitting
@@ -309,10 +309,10 @@ def test_the_verdict_against_a_peer_is_read_in_test_file_standard_errors():
   """ahead: at or above the peer's p@1; level: within one standard error of a
   p@1 on this test file, √(p(1−p)/n), below it; behind: further below."""
   se = (0.9 * 0.1 / 1000) ** 0.5  # 0.0095
-  assert panel.verdict(0.9, 0.9, 1000) == 'ahead'
-  assert panel.verdict(0.95, 0.9, 1000) == 'ahead'
-  assert panel.verdict(0.9 - 0.99 * se, 0.9, 1000) == 'level'
-  assert panel.verdict(0.9 - 1.01 * se, 0.9, 1000) == 'behind'
+  assert peers.verdict(0.9, 0.9, 1000) == 'ahead'
+  assert peers.verdict(0.95, 0.9, 1000) == 'ahead'
+  assert peers.verdict(0.9 - 0.99 * se, 0.9, 1000) == 'level'
+  assert peers.verdict(0.9 - 1.01 * se, 0.9, 1000) == 'behind'
 
 
 def test_the_peer_table_names_the_best_peer_and_the_reach():
@@ -324,7 +324,7 @@ def test_the_peer_table_names_the_best_peer_and_the_reach():
           {**best, 'set': 'corel5k', 'budget': 60.0, 'system': 'wsabie_jax', 'dim': 128,
            'p@1': 0.92, 'map': 0.3, 'pairs_per_sec': 1.0, 'epochs': 1.0, 'best_peer': best,
            'test_images': 500, 'seconds_to_best_peer': 3.0}]
-  lines = panel.peer_table(rows).splitlines()
+  lines = peers.table(rows, panel.REACH_WITHIN).splitlines()
   assert lines[2] == ('| debtags | 60 s | 0.899 | 0.454 | omikuji_bonsai (raw) | '
                       '0.915 / 0.618 / 0.459 | 7.9 | behind | not within 30 s |')
   assert lines[3].endswith('| ahead | 3.0 s |')

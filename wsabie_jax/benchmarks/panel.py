@@ -156,36 +156,8 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
             flush=True)
   print(table(rows))
   if any('best_peer' in r for r in rows):
-    print(peer_table(rows))
+    print(peers.table(rows, REACH_WITHIN))
   return {'rows': rows}
-
-
-def verdict(ours_p1: float, peer_p1: float, num_test: int) -> str:
-  """'ahead' where ours' p@1 is at or above the peer's; 'level' where it is
-  within one standard error of a p@1 on this test file, √(p(1−p)/n), below
-  it; else 'behind'."""
-  if ours_p1 >= peer_p1:
-    return 'ahead'
-  return 'level' if peer_p1 - ours_p1 <= np.sqrt(peer_p1 * (1 - peer_p1) / num_test) else 'behind'
-
-
-def peer_table(rows: list[dict]) -> str:
-  """Markdown: per set and budget, ours' p@1 (p@3, p@5) beside the best peer's,
-  its name, weighting and training seconds, the verdict (`verdict`), and
-  the seconds of steps ours takes to reach that p@1."""
-  lines = ['| set | budget | ours p@1 | ours p@5 | best peer | its p@1 / p@3 / p@5 | its train s '
-           '| ours is | ours reaches its p@1 in |', '|---|---|---|---|---|---|---|---|---|']
-  for r in rows:
-    if r['system'] != 'wsabie_jax' or 'best_peer' not in r:
-      continue
-    best, reach = r['best_peer'], r['seconds_to_best_peer']
-    lines.append(
-        f'| {r["set"]} | {r["budget"]:.0f} s | {_p1(r)} | {r["p@5"]:.3f} | {best["peer"]} '
-        f'({best["weighting"]}) | {best["p@1"]:.3f} / {best["p@3"]:.3f} / {best["p@5"]:.3f} | '
-        f'{best["train_seconds"]:.1f} | {verdict(r["p@1"], best["p@1"], r["test_images"])} | '
-        + (f'{reach:.1f} s |' if reach is not None else 'not within '
-           f'{max(REACH_WITHIN, 2 * best["train_seconds"]):.0f} s |'))
-  return '\n'.join(lines)
 
 
 REACH_AT = 60.0      # LightFM's p@1 at this budget is the target …

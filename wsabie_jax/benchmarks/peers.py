@@ -246,3 +246,33 @@ def run(train: SparseDataset, test: SparseDataset, threads: int = 2, names=None,
 def best(rows: list[dict]) -> dict | None:
   """The row of the highest test p@1 (the bar a cell of ours is read against)."""
   return max(rows, key=lambda r: r['p@1']) if rows else None
+
+
+def verdict(ours_p1: float, peer_p1: float, num_test: int) -> str:
+  """'ahead' where ours' p@1 is at or above the peer's; 'level' where it is
+  within one standard error of a p@1 on this test file, √(p(1−p)/n), below
+  it; else 'behind'."""
+  if ours_p1 >= peer_p1:
+    return 'ahead'
+  return 'level' if peer_p1 - ours_p1 <= np.sqrt(peer_p1 * (1 - peer_p1) / num_test) else 'behind'
+
+
+def table(rows: list[dict], within: float) -> str:
+  """Markdown: per set and budget of the panel's rows (benchmarks/panel.py),
+  ours' p@1 and p@5 beside the best peer's, its name, weighting and training
+  seconds, the verdict (`verdict`), and the seconds of steps ours takes to
+  reach that p@1 (trained towards it for max(`within`, twice the peer's))."""
+  sem = lambda r: f' ± {r["p@1_sem"]:.3f}' if r.get('p@1_sem') is not None else ''
+  lines = ['| set | budget | ours p@1 | ours p@5 | best peer | its p@1 / p@3 / p@5 | its train s '
+           '| ours is | ours reaches its p@1 in |', '|---|---|---|---|---|---|---|---|---|']
+  for r in rows:
+    if r['system'] != 'wsabie_jax' or 'best_peer' not in r:
+      continue
+    best, reach = r['best_peer'], r['seconds_to_best_peer']
+    lines.append(
+        f'| {r["set"]} | {r["budget"]:.0f} s | {r["p@1"]:.3f}{sem(r)} | {r["p@5"]:.3f} | {best["peer"]} '
+        f'({best["weighting"]}) | {best["p@1"]:.3f} / {best["p@3"]:.3f} / {best["p@5"]:.3f} | '
+        f'{best["train_seconds"]:.1f} | {verdict(r["p@1"], best["p@1"], r["test_images"])} | '
+        + (f'{reach:.1f} s |' if reach is not None else 'not within '
+           f'{max(within, 2 * best["train_seconds"]):.0f} s |'))
+  return '\n'.join(lines)
