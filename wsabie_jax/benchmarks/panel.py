@@ -103,7 +103,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
   standard error, so a gap can be read against the spread of both.
   `with_peers`: the extreme-classification libraries too (benchmarks/peers.py,
   those installed), each trained to completion on the set's raw and tf-idf
-  features; `peer_table` reads ours against the best of them."""
+  features; `peers.table` reads ours against the best of them."""
   budgets = sorted(budgets)
   rows = []
   for spec in specs:
