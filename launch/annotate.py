@@ -11,6 +11,7 @@ run's config) or a libsvm/XMC text file; its labels, if any, are shown as
 --images (runs on a folder featurised by launch/featurize.py) takes image
 files and folders and featurises them with the run's codebook first.
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 from absl import app, flags, logging
 
 from wsabie_jax.api import annotate, cli, run

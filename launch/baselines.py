@@ -9,6 +9,7 @@ WSABIE models of different D with weights fit on validation. Each baseline's
 hyper-parameters (C, epochs, k, p) are chosen on the validation split; the
 test split is scored once. Writes table.md and table.json to the workdir.
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 from absl import flags, logging
 
 from wsabie_jax.api import cli

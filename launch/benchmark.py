@@ -70,6 +70,7 @@ Suites:
              10,000 and 30,000 labels; synthetic data, tower d → 1024 → 300,
              B = 256. An epoch's time is steps per epoch × the mean of 20 timed steps.
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 import json
 import pathlib
 

@@ -6,6 +6,7 @@ Prints the metrics and writes DIR/eval_<split>.json (metrics.json is left as
 training wrote it). --baseline also scores the most-frequent-labels baseline.
 Objects-and-parts workdirs report their three tasks on the split's fixed quadruplets.
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 import json
 import pathlib
 

@@ -15,6 +15,7 @@ SVG's dc:subject (`apt-get install openclipart-svg openclipart-png`, then
 `python launch/openclipart_tags.py --out=tags.tsv`, images under
 /usr/share/openclipart/png).
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 import sys
 
 

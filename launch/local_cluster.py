@@ -11,9 +11,13 @@ checked on a laptop before paying for a pod (docs/MULTIHOST.md). Each output
 line is prefixed with its process ([p0], [p1], ...). When a process fails, the
 others are given `--grace_seconds` to stop on their own (they do, with a
 one-line error, within their --heartbeat_timeout) and are killed after that.
-Exits with the first non-zero status, else 0.
+Ctrl-C, SIGTERM or SIGHUP to it is passed on to every process once: each
+saves and stops as a single run does. Exits with the first non-zero status,
+else 0.
 """
 from __future__ import annotations
+
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 
 import pathlib
 import sys
@@ -36,6 +40,8 @@ def main(argv):
   if not args:
     raise app.UsageError('give the training arguments after --, e.g. -- '
                          '--config=configs/wsabie_synthetic.py:small --workdir=/tmp/run')
+  if _NUM.value < 1:
+    raise app.UsageError(f'--num_processes={_NUM.value}: start at least 1')
   script = ROOT / _SCRIPT.value
   if not script.is_file():
     raise app.UsageError(f'--script={_SCRIPT.value}: no such file')

@@ -4,6 +4,7 @@
 
 Then `launch/train.py` with the same config streams them (data.kind='shards').
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 import pathlib
 import time
 

@@ -13,6 +13,7 @@ runs them on the papers' real data: `--data=configs/wsabie_lear.py:espgame,DIR`
 `--data=configs/wsabie_folder.py:DATA_DIR` (a featurised folder of images).
 Writes <workdir>/<table>.md.
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 from absl import flags, logging
 
 from wsabie_jax.api import cli

@@ -16,6 +16,7 @@ one process a host, joined by --coordinator_address=HOST:PORT --num_processes=N
 prints every field of the config with its value and where it came from
 (default, config file, flag, fitted to the data) and trains nothing.
 """
+from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 import logging as py_logging
 import sys
 

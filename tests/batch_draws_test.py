@@ -116,3 +116,91 @@ def test_settings_reject_what_shared_draws_cannot_do():
     helpers.step_config(Y, draws='per_batch', score='neg_euclidean')
   with pytest.raises(ValueError, match="draws='per_batch'"):
     helpers.step_config(Y, draws='per_batch', l2=0.01)
+
+
+# --- the whole step with several positives a row, against Alg. 1 pair by pair ---
+
+def _alg1_reference(image_BxD, W_YxD, label_BxQ, weight_BxQ, pos_sets, ids_K, margin,
+                    violators='first', cap=True):
+  """Paper 000 Alg. 1 for each real pair in plain numpy (float64): walk the
+  shared draws in order, skip those on the row's positives, stop after
+  Y − |P| trials (`cap`). 'first': the first violator ȳ at trial N weighs
+  L(⌊(Y − |P|)/N⌋) (harmonic) on |margin − f_y + f_ȳ|₊; 'all' (the violator
+  count): v violators among the T trials made give L(⌊(Y − |P|)·v/T⌋), each
+  violator weighing it / v. Returns (loss, ∂/∂W, the (row, draw) picks)."""
+  Y = W_YxD.shape[0]
+  L = lambda rank: np.sum(1.0 / np.arange(1, rank + 1))
+  loss, grad, picks = 0.0, np.zeros_like(W_YxD), []
+  for b, (labels, weights) in enumerate(zip(label_BxQ, weight_BxQ)):
+    n = Y - len(pos_sets[b])
+    for y, w in zip(labels, weights):
+      if w == 0:
+        continue
+      f_y = image_BxD[b] @ W_YxD[y]
+      trials = [(k, neg) for k, neg in enumerate(ids_K) if neg not in pos_sets[b]]
+      trials = trials[:n] if cap else trials
+      hits = [(t, k, neg) for t, (k, neg) in enumerate(trials, 1)
+              if image_BxD[b] @ W_YxD[neg] > f_y - margin]
+      if not hits:
+        continue
+      if violators == 'first':
+        hits, weight = hits[:1], L(n // hits[0][0])
+      else:
+        weight = L(n * len(hits) // len(trials)) / len(hits)
+      for _, k, neg in hits:
+        loss += w * weight * (margin - f_y + image_BxD[b] @ W_YxD[neg])
+        grad[y] -= w * weight * image_BxD[b]
+        grad[neg] += w * weight * image_BxD[b]
+        picks.append((b, k))
+  return loss, grad, picks
+
+
+@pytest.mark.usefixtures('float32_matmuls')
+@pytest.mark.parametrize('violators', ['first', 'all'])
+@pytest.mark.parametrize('case', ['all_violate', 'cap_binds'])
+def test_a_step_of_shared_draws_with_several_pairs_a_row_is_alg_1_pair_by_pair(case, violators):
+  """loss.draws='per_batch', the first violator or all of them, Q = 4 pairs a row: the step's
+  loss and W gradient against `_alg1_reference`. 'all_violate': small rows,
+  every draw violates, so a row's pairs all pick its first valid draw: their
+  slopes must be summed (one kept instead of the sum was the whole error, the
+  loss unchanged). 'cap_binds': K = 12 draws over Y = 9 labels, rows with up
+  to 7 positives, and the labels drawn first score low: a violator past trial
+  Y − |P| must not count."""
+  from wsabie_jax.core import model
+  from wsabie_jax.data import batching, synthetic
+  from wsabie_jax.wsabie import step as step_lib, table_reads
+  Yr, Kr, margin = 9, 12, 0.5
+  ds = synthetic.generate(synthetic.SyntheticSpec(num_labels=Yr, num_features=30, nnz=5,
+                                                  mean_labels=5.0, max_labels=7), 64)
+  batch = jax.device_put(batching.PairStream(ds, 16, 0, positives_per_row=4).batch(0))
+  cfg = helpers.step_config(Yr, dim=6, num_draws=Kr, draws='per_batch', tables='rows',
+                            max_norm=100.0, margin=margin, violators=violators,
+                            rank_estimate={'first': 'first_violator',
+                                           'all': 'violator_count'}[violators])
+  ids_K = batch_draws.draw(jax.random.PRNGKey(5), Kr, Yr)
+  rng = np.random.default_rng(2)
+  if case == 'all_violate':
+    params = model.Params(jnp.asarray(rng.normal(0, 0.05, (30, 6)), jnp.float32),
+                          jnp.asarray(rng.normal(0, 0.05, (Yr, 6)), jnp.float32))
+  else:  # every image along u; labels drawn in the first half score −1 along it, the rest +1
+    u = rng.normal(0, 1, 6)
+    late = ~np.isin(np.arange(Yr), np.asarray(ids_K)[:Kr // 2])
+    params = model.Params(jnp.asarray(np.abs(rng.normal(0, 1, (30, 1))) * u, jnp.float32),
+                          jnp.asarray(np.where(late, 1.0, -1.0)[:, None] * u, jnp.float32))
+  grads, stats = step_lib.sampled_row_grads(cfg, params, batch, ids_K)
+  image = np.asarray(table_reads.embed(params.V_dxD, batch, 16, False)[0], np.float64)
+  pos_sets = [set(int(y) for y in row if y < Yr) for row in np.asarray(batch.pos_BxP)]
+  args = (image, np.asarray(params.W_YxD, np.float64), np.asarray(batch.label_BxQ),
+          np.asarray(batch.weight_BxQ), pos_sets, np.asarray(ids_K), margin, violators)
+  want_loss, want_gW, picks = _alg1_reference(*args)
+  got_gW = np.zeros((Yr, 6))
+  np.add.at(got_gW, np.asarray(grads.W.rows_R), np.asarray(grads.W.grads_RxD, np.float64))
+  assert float(stats['loss']) == pytest.approx(want_loss, rel=1e-5)
+  np.testing.assert_allclose(got_gW, want_gW, rtol=1e-4, atol=1e-5)
+  if case == 'all_violate':  # not vacuous: rows whose pairs share a pick
+    assert len(picks) > len(set(picks)) + 5, picks
+  else:  # not vacuous: uncapped, pairs find violators past trial Y − |P|
+    uncapped_loss, _, uncapped_picks = _alg1_reference(*args, cap=False)
+    assert set(uncapped_picks) > set(picks)
+    if violators == 'all':  # (the first one's weigh L(0) = 0; these change v and T)
+      assert abs(uncapped_loss - want_loss) > 1e-3

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from wsabie_jax.training import interrupts
+
 from tests import helpers
 
 pytestmark = pytest.mark.slow  # launch scripts in subprocesses
@@ -167,6 +169,41 @@ def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
   metrics = [json.loads((tmp_path / d / 'metrics.json').read_text()) for d in ('whole', 'cut')]
   for key in ('p@1', 'map', 'steps', 'best_step'):
     assert metrics[0][key] == metrics[1][key], key
+
+
+def test_sighup_saves_as_sigterm_does(tmp_path):
+  """Was: SIGHUP (a closed terminal, a scheduler's hang-up) killed the run
+  without the save SIGTERM gets."""
+  proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'run')], cwd=ROOT,
+                          env=_env(optimized=True), stderr=subprocess.PIPE, text=True)
+  deadline = time.monotonic() + 240
+  for line in proc.stderr:
+    if re.search(r'step \d+: valid', line) or time.monotonic() > deadline:
+      break
+  proc.send_signal(signal.SIGHUP)
+  rest = proc.stderr.read()
+  assert proc.wait(timeout=120) == 128 + signal.SIGHUP, rest
+  last = rest.strip().splitlines()[-1]
+  assert last.startswith('SIGHUP (hang-up: a closed terminal or a scheduler) at step '), rest
+  step = int(last.split('at step ')[1].split(';')[0])
+  assert (tmp_path / 'run/checkpoints' / str(step)).is_dir()
+
+
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize('after', [0.3, 1.5])
+def test_a_signal_while_starting_is_one_line(tmp_path, signum, after):
+  """Was: SIGINT 0.3–2.6 s after the start printed a 6–37-line traceback from
+  inside an import, and once it was swallowed and the run trained to the end."""
+  proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'run')], cwd=ROOT, env=_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  time.sleep(after)
+  proc.send_signal(signum)
+  out, err = proc.communicate(timeout=120)
+  lines = err.strip().splitlines()
+  assert proc.returncode == 128 + signum, err[-3000:]
+  assert len(lines) <= 3 and lines[-1].startswith('error: ') or \
+      lines[-1].startswith(f'{interrupts.NAMES[signum]} at step '), err[-3000:]
+  assert 'Traceback' not in err
 
 
 def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):

@@ -1,12 +1,21 @@
 """training/hosts.py's decisions with a stand-in key-value store and clock, and
 the mesh and row rules of several processes (parallel.py) with stand-in devices.
 tests/multihost_test.py runs the real thing over 127.0.0.1."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
 import types
 
 import numpy as np
 import pytest
 
 from wsabie_jax.training import hosts, parallel
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 class FakeStore:
@@ -219,7 +228,80 @@ def test_the_local_cluster_prefixes_output_and_returns_the_first_failure(capsys)
   status = local_cluster.run_cluster([py('import sys; sys.exit(3)'),
                                       py('import time; time.sleep(600)')], {}, 0.5)
   assert status == 3
-  assert 'process 1 still running 0 s after a peer failed: killing it' in capsys.readouterr().out
+  assert 'process 1 still running 0 s after a peer failed or a signal: killing it' in \
+      capsys.readouterr().out
+
+
+# A process that says which signals it got, as training does: it saves, and exits 128 + n.
+_CHILD = '''
+import signal, sys, time
+got = []
+def handle(n, f):
+  got.append(n)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+  signal.signal(s, handle)
+print('ready', flush=True)
+deadline = time.monotonic() + 60
+while not got and time.monotonic() < deadline:
+  time.sleep(0.01)
+time.sleep(0.3)  # a second signal would arrive meanwhile
+print('got', [signal.Signals(n).name for n in got], flush=True)
+sys.exit(128 + got[0] if got else 9)
+'''
+_SUPERVISOR = '''
+import sys
+from wsabie_jax.api import local_cluster
+cmd = [sys.executable, '-c', sys.argv[1]]
+sys.exit(local_cluster.run_cluster([cmd, cmd], {}, 30.0))
+'''
+
+
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_the_local_cluster_passes_a_signal_once_to_every_process(signum):
+  """Was: Ctrl-C to local_cluster.py's process group SIGKILLed the trainings
+  mid-save, and SIGTERM to it alone orphaned them. Ctrl-C at a terminal
+  signals the whole group: the processes run in sessions of their own, so
+  each gets the signal once, from the supervisor, and is waited for."""
+  sup = subprocess.Popen([sys.executable, '-c', _SUPERVISOR, _CHILD], cwd=ROOT, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+  try:
+    lines = []
+    while sum('ready' in line for line in lines) < 2:
+      lines.append(sup.stdout.readline())
+      assert lines[-1], lines
+    os.killpg(sup.pid, signum)  # as a terminal does: the group
+    out, _ = sup.communicate(timeout=60)
+  finally:
+    sup.kill()
+  got = [line for line in out.splitlines() if ' got ' in line]
+  assert sorted(got) == [f"[p{i}] got ['{signum.name}']" for i in range(2)], out
+  assert sup.returncode == 128 + signum
+
+
+def test_the_local_clusters_processes_stop_when_it_is_killed(tmp_path):
+  """SIGKILL of the supervisor: each process is sent SIGTERM (saves, stops)."""
+  tmp_path = tmp_path / 'said'
+  tmp_path.mkdir()
+  child = _CHILD.replace("print('got'", f"open('{tmp_path}/' + str(__import__('os').getpid()), "
+                         "'w').write(str(got)); print('got'")
+  sup = subprocess.Popen([sys.executable, '-c', _SUPERVISOR, child], cwd=ROOT, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  try:
+    ready = 0
+    while ready < 2:
+      line = sup.stdout.readline()
+      assert line
+      ready += 'ready' in line
+    sup.kill()
+    sup.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+      time.sleep(0.05)
+  finally:
+    sup.kill()
+  # (a second SIGTERM may follow the first: training saves once either way)
+  said = [json.loads(p.read_text()) for p in tmp_path.iterdir()]
+  assert len(said) == 2 and all(set(got) == {signal.SIGTERM} for got in said), said
 
 
 def test_the_local_cluster_environment_forces_its_devices(monkeypatch):
@@ -231,3 +313,43 @@ def test_the_local_cluster_environment_forces_its_devices(monkeypatch):
   cmds = local_cluster.commands('launch/train.py', ['--workdir=w'], 2, 1234)
   assert cmds[1][-4:] == ['--workdir=w', '--coordinator_address=127.0.0.1:1234',
                           '--num_processes=2', '--process_id=1']
+
+
+# --- processes started with different runs ----------------------------------
+
+def _agree(store, runs: dict, me: int, count: int, clock=None, timeout=60.0):
+  clock = clock or FakeClock()
+  def sleep(s):
+    clock.now += s
+  for p, run in runs.items():  # the others' published runs
+    if p != me:
+      store.values[f'wsabie/run/{p}'] = json.dumps(run, sort_keys=True)
+  hosts.check_same_run(runs[me], timeout, process=me, count=count, client=store, clock=clock,
+                       sleep=sleep)
+
+
+def test_processes_with_the_same_run_agree():
+  run = {'workdir': '/w', 'model.dim': 64, 'data.train_path': 'abc'}
+  for me in range(3):
+    _agree(FakeStore(), {p: dict(run) for p in range(3)}, me, 3)
+
+
+@pytest.mark.parametrize('me', [0, 1])
+def test_a_different_setting_on_one_process_stops_every_process_naming_it(me):
+  """Was: a different model.dim on each process aborted one in gloo and the
+  other blamed a dead peer; a different --workdir hung both after saving."""
+  runs = {0: {'workdir': '/w', 'model.dim': 64, 'train.seed': 0},
+          1: {'workdir': '/v', 'model.dim': 32, 'train.seed': 0}}
+  with pytest.raises(hosts.Disagree, match=r"different runs: model.dim \(64 on process 0, 32 on "
+                     r"process 1\); workdir \('/w' on process 0, '/v' on process 1\); start "
+                     'every process with the same flags'):
+    _agree(FakeStore(), runs, me, 2)
+
+
+def test_a_process_that_never_says_is_named_after_the_timeout():
+  clock, store = FakeClock(), FakeStore()
+  store.values['wsabie/run/1'] = json.dumps({'a': 1})
+  with pytest.raises(hosts.Disagree, match=r'process 2 of 3 did not start the run within 60 s'):
+    hosts.check_same_run({'a': 1}, 60.0, process=0, count=3, client=store, clock=clock,
+                         sleep=lambda s: setattr(clock, 'now', clock.now + s))
+  assert 60.0 <= clock.now < 61.0

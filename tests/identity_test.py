@@ -3,6 +3,7 @@ checkpoints, a workdir bound to its data and config, sizes checked before
 anything is written, interrupts that save, clean input. Each test names the
 defect of the old code it reproduces."""
 import json
+import logging
 import os
 import pathlib
 import pickle
@@ -124,6 +125,49 @@ def test_a_full_disk_while_saving_is_one_line(tmp_path, monkeypatch):
   ckpts.close()
 
 
+def test_orbax_errors_are_logged_without_their_tracebacks():
+  """Was: a save on a full disk logged 330–741 lines of Orbax's threads'
+  tracebacks before our one line. Its error records keep their first line."""
+  try:
+    raise ValueError('RESOURCE_EXHAUSTED: Error writing "params"\nmore')
+  except ValueError:
+    import sys
+    exc_info = sys.exc_info()
+  record = logging.LogRecord('absl', logging.ERROR, '/site-packages/orbax/checkpoint/future.py',
+                             387, 'raised: %s', (exc_info[1],), exc_info)
+  checkpoints._OrbaxErrorsBrief().filter(record)
+  assert logging.Formatter().format(record) == 'raised: RESOURCE_EXHAUSTED: Error writing "params"'
+  ours = logging.LogRecord('absl', logging.ERROR, '/wsabie_jax/loop.py', 1, 'x', None, exc_info)
+  checkpoints._OrbaxErrorsBrief().filter(ours)
+  assert 'Traceback' in logging.Formatter().format(ours)
+
+
+def test_a_full_disk_at_the_start_is_one_line_naming_the_file(tmp_path, monkeypatch):
+  """Was: 'No space left on device' with no path, an empty config.json left,
+  and the same command then refused the folder as not a run."""
+  from wsabie_jax.api import cli
+  real_open = open
+
+  def full_open(path, *args, **kwargs):
+    f = real_open(path, *args, **kwargs)
+    if str(path).endswith('.config.json.tmp'):
+      f.close()
+      raise OSError(28, 'No space left on device')
+    return f
+
+  monkeypatch.setattr(workdir_lib, 'open', full_open, raising=False)
+  config = _tiny_config(max_steps=2)
+  with pytest.raises(OSError) as error:
+    run.train_and_evaluate(config, tmp_path / 'run')
+  assert cli.error_line(error.value) == (f'{tmp_path}/run/config.json: No space left on device; '
+                                         'free some space (a training run resumes from its last '
+                                         'checkpoint)')
+  assert not (tmp_path / 'run/config.json').exists()
+  monkeypatch.undo()
+  run.train_and_evaluate(config, tmp_path / 'run')  # space again: the same command runs
+  assert json.loads((tmp_path / 'run/config.json').read_text())['train']['max_steps'] == 2
+
+
 # --- a run bound to its data and config --------------------------------------
 
 def _libsvm_set(folder: pathlib.Path, seed: int = 0, n_train: int = 300):
@@ -240,22 +284,65 @@ def test_a_deleted_config_json_still_guards_the_run(libsvm_run, tmp_path):
 
 def test_workdirs_that_are_not_runs_are_refused(tmp_path):
   """Was: a folder holding the user's own config.json was written over;
-  --workdir= trained into the current directory; '~/run' made a folder '~'."""
-  mine = tmp_path / 'mine'
-  mine.mkdir()
-  (mine / 'config.json').write_text('{"mine": 1}')
-  (tmp_path / 'notes').mkdir()
-  (tmp_path / 'notes/todo.txt').write_text('x')
+  --workdir= trained into the current directory; '~/run' made a folder '~';
+  another tool's run folder (config.json with train/model/data and
+  checkpoints/ckpt-1000.pt; or tensorboard/, history.jsonl and notes.txt)
+  counted as ours and had its config.json or history.jsonl replaced."""
+  folders = {
+      'mine': {'config.json': '{"mine": 1}'},
+      'notes': {'todo.txt': 'x'},
+      'other_tool': {'config.json': '{"train": {}, "model": {}, "data": {}}',
+                     'checkpoints/ckpt-1000.pt': 'weights'},
+      'other_logs': {'tensorboard/events': 'e', 'history.jsonl': '{"step": 1}\n',
+                     'notes.txt': 'mine'},
+      'their_mark': {'RUN': 'make run\n', 'LOCK': ''},
+  }
+  for name, files in folders.items():
+    for rel, text in files.items():
+      (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+      (tmp_path / name / rel).write_text(text)
   config = _tiny_config(max_steps=2)
-  with pytest.raises(WorkdirError, match='holds a config.json that is not a training run'):
-    run.train_and_evaluate(config, mine)
-  assert (mine / 'config.json').read_text() == '{"mine": 1}' and len(list(mine.iterdir())) == 1
-  with pytest.raises(WorkdirError, match=r'is not empty and holds no run \(todo.txt\)'):
-    run.train_and_evaluate(config, tmp_path / 'notes')
+  for name, files in folders.items():
+    with pytest.raises(WorkdirError, match=r'is not empty and holds no wsabie_jax run \('):
+      run.train_and_evaluate(config, tmp_path / name)
+    with pytest.raises(WorkdirError, match='holds no wsabie_jax run'):
+      workdir_lib.set_aside(tmp_path / name)
+    kept = {str(p.relative_to(tmp_path / name)): p.read_text()
+            for p in (tmp_path / name).rglob('*') if p.is_file()}
+    assert kept == files, name
   for empty in ('', '  ', None):
     with pytest.raises(WorkdirError, match='--workdir is empty'):
       run.train_and_evaluate(config, empty)
   assert workdir_lib.resolve('~/run') == pathlib.Path.home() / 'run'
+
+
+def test_a_run_is_marked_and_a_marked_or_older_run_is_ours(libsvm_run, tmp_path):
+  base, _ = libsvm_run
+  assert (base / 'run' / workdir_lib.MARK).is_file()
+  workdir, _ = _copy_run(libsvm_run, tmp_path)
+  (workdir / workdir_lib.MARK).unlink()  # a run from before the mark: its checkpoints say so
+  assert workdir_lib.is_ours(workdir)
+  shutil.rmtree(workdir / 'checkpoints')
+  shutil.rmtree(workdir / 'best')
+  assert workdir_lib.is_ours(workdir)  # ... or its vocabulary.json
+  (workdir / 'vocabulary.json').unlink()
+  assert not workdir_lib.is_ours(workdir)
+
+
+def test_a_label_renamed_in_vocabulary_json_is_refused(libsvm_run, tmp_path):
+  """Was: "tag1" → "tag3" in vocabulary.json (valid JSON): annotate.py
+  printed label 1 as tag3, two labels sharing a name, with exit 0."""
+  workdir, _ = _copy_run(libsvm_run, tmp_path)
+  vocab = json.loads((workdir / 'vocabulary.json').read_text())
+  names = workdir_lib.load_vocabulary(workdir)['label_names']
+  assert names == vocab['label_names']
+  vocab['label_names'][1] = vocab['label_names'][0]
+  (workdir / 'vocabulary.json').write_text(json.dumps(vocab))
+  with pytest.raises(WorkdirError, match=r'vocabulary.json was changed after the run wrote it'):
+    run.Restored(workdir)
+  del vocab['sha256']  # a file from before the checksum: taken as it is
+  (workdir / 'vocabulary.json').write_text(json.dumps(vocab))
+  assert workdir_lib.load_vocabulary(workdir)['label_names'][1] == names[0]
 
 
 def test_force_new_on_a_symlink_moves_its_target(tmp_path):
@@ -263,6 +350,7 @@ def test_force_new_on_a_symlink_moves_its_target(tmp_path):
   target = tmp_path / 'disk/run'
   target.mkdir(parents=True)
   (target / 'metrics.json').write_text('{}')
+  workdir_lib.mark(target)
   link = tmp_path / 'run'
   link.symlink_to(target)
   aside = workdir_lib.set_aside(link)

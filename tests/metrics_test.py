@@ -77,6 +77,23 @@ def test_rank_and_top_k_and_per_image_metrics_match_brute_force(chunk):
   assert np.isin(tops[:, :5], parentless).any() and np.isin(pos, parentless).any()
 
 
+def test_scored_labels_rank_by_the_same_tie_rule():
+  """rank_and_top_k_from_scores (k-NN votes, linear baselines, ensembles: many
+  labels tie, every unvoted one at 0) against the brute force's order —
+  score descending, then the lower label id — in both its ranks and its top k,
+  and the metrics read from them."""
+  W, image, pos, parents = _problem()
+  scores = image @ W.T
+  scores[:, 15:] = 0.0  # unvoted labels: a block of exact ties at 0
+  want, tops = _reference(np.eye(Y, dtype=np.float32), scores, pos, parents, (1, 3, 5))
+  ranks, top, _ = metrics.rank_and_top_k_from_scores(jnp.asarray(scores), jnp.asarray(pos), k=5)
+  np.testing.assert_array_equal(np.asarray(top), tops[:, :5])
+  got = metrics.per_image_metrics(np.asarray(ranks), np.asarray(top), Y, (1, 3, 5), parents, pos)
+  for name, values in want.items():
+    np.testing.assert_allclose(got[name], values, rtol=1e-6, err_msg=name)
+  assert (np.sort(scores, 1)[:, 1:] == np.sort(scores, 1)[:, :-1]).any(1).all()  # ties everywhere
+
+
 def test_sibling_relation_of_parentless_labels():
   """S_ab (paper 000 §4): a label with no is-a parent is a sibling of itself
   only; −1 pads are not a shared parent."""

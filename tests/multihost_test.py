@@ -291,3 +291,66 @@ def test_evaluate_and_annotate_read_a_two_process_workdir(two_processes, tmp_pat
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
   assert out.returncode == 0, out.stderr[-3000:]
   assert [line[:4] for line in out.stdout.splitlines()] == ['0: g', '1: g', '2: g']
+
+
+def test_processes_started_with_different_settings_each_stop_with_one_line(tmp_path):
+  """Was: a different model.dim on each process aborted one in gloo while the
+  other blamed 'process 1 stopped answering'; a different --workdir on each
+  hung both after saving. Every process now stops before reading data, with
+  one line naming the fields."""
+  cmds = cluster.commands('launch/train.py', [*SMALL, f'--workdir={tmp_path / "a"}',
+                                              '--initialization_timeout=120'],
+                          2, cluster.free_port())
+  cmds[1] = [a.replace(str(tmp_path / 'a'), str(tmp_path / 'b')) for a in cmds[1]]
+  cmds[1].append('--config.model.dim=32')
+  procs = [subprocess.Popen(c, cwd=ROOT, env=cluster.environment(2), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True) for c in cmds]
+  try:
+    outputs = [p.communicate(timeout=120) for p in procs]
+  finally:
+    for p in procs:
+      p.kill()
+  for p, (_, err) in zip(procs, outputs):
+    last = err.strip().splitlines()[-1]
+    assert p.returncode == 1 and re.fullmatch(
+        r'error: the processes were started with different runs: model.dim \(\d+ on process 0, '
+        r"32 on process 1\); workdir \('.*/a' on process 0, '.*/b' on process 1\); start every "
+        r'process with the same flags', last), err[-3000:]
+  assert not (tmp_path / 'a').exists() and not (tmp_path / 'b').exists()
+
+
+def _one_of_two(tmp_path, process_id: int, port: int, timeout: int = 6):
+  cmd = cluster.commands('launch/train.py', [*SMALL, f'--workdir={tmp_path / "run"}',
+                                             f'--initialization_timeout={timeout}'], 2, port)[
+                                                 process_id]
+  start = time.monotonic()
+  out = subprocess.run(cmd, cwd=ROOT, env=cluster.environment(2), capture_output=True, text=True,
+                       timeout=120)
+  return out, time.monotonic() - start
+
+
+@pytest.mark.parametrize('process_id', [0, 1])
+def test_a_peer_that_never_joins_is_one_line_within_the_timeout(tmp_path, process_id):
+  """Was: a C++ abort (a 30-line stack dump, status 134) at the runtime's
+  initialization timeout."""
+  out, took = _one_of_two(tmp_path, process_id, cluster.free_port())
+  last = out.stderr.strip().splitlines()[-1]
+  assert out.returncode == 1 and re.fullmatch(
+      r'error: the 2 processes did not all join at 127.0.0.1:\d+ within 6 s \(one not started, '
+      r'or a different --coordinator_address or --num_processes on one\); nothing was written',
+      last), out.stderr[-3000:]
+  assert 'Check failure' not in out.stderr and took < 60
+  assert not (tmp_path / 'run').exists()
+
+
+def test_the_coordinators_port_in_use_is_one_line(tmp_path):
+  """Was: a 26-line traceback on process 0 (and the peer aborted in C++)."""
+  import socket
+  with socket.socket() as busy:
+    busy.bind(('127.0.0.1', 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    out, _ = _one_of_two(tmp_path, 0, port)
+  assert out.returncode == 1 and out.stderr.strip().splitlines()[-1] == (
+      f'error: --coordinator_address=127.0.0.1:{port}: port {port} is in use by another program; '
+      'pick a free port (the same on every process)'), out.stderr[-3000:]

@@ -334,7 +334,8 @@ def test_a_run_stopped_before_its_first_checkpoint_may_change_its_config(tmp_pat
     run.train_and_evaluate(bad, workdir)
   assert not workdir.exists()
   workdir.mkdir()
-  (workdir / 'config.json').write_text(bad.to_json_best_effort())  # killed while starting
+  workdir_lib.mark(workdir)  # killed while starting: the mark, then config.json
+  (workdir / 'config.json').write_text(bad.to_json_best_effort())
   assert not workdir_lib.holds_a_run(workdir)
   run.train_and_evaluate(_tiny_config(max_steps=4), workdir)
   assert json.loads((workdir / 'config.json').read_text())['data']['kind'] == 'synthetic'

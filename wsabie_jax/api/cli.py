@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import sys
 from typing import Callable
 
@@ -22,11 +23,13 @@ from ml_collections import config_flags
 
 from wsabie_jax import config as config_lib
 from wsabie_jax.config.schema import ConfigError
+from wsabie_jax.core import startup
 from wsabie_jax.core import user_cache
 from wsabie_jax.core.metrics import NonFiniteScores
 from wsabie_jax.data import DataError
 from wsabie_jax.data.wordnet import WordNetMissing
 from wsabie_jax.training.checkpoints import CheckpointError
+from wsabie_jax.training.hosts import Disagree
 from wsabie_jax.training.interrupts import Interrupted
 from wsabie_jax.training.loop import Diverged
 from wsabie_jax.training.workdir import WorkdirError
@@ -56,7 +59,7 @@ def use_compilation_cache() -> None:
 
 
 USER_ERRORS = (ConfigError, DataError, WorkdirError, CheckpointError, Diverged, NonFiniteScores,
-               WordNetMissing)
+               WordNetMissing, Disagree)
 
 # OSErrors about the user's files and disks (a bug's OSError keeps its traceback).
 _FILE_ERRNOS = {errno.ENOENT: 'check the path', errno.EACCES: 'check its permissions',
@@ -74,7 +77,9 @@ def main(fn: Callable[[list[str]], object]) -> None:
   def guarded(argv):
     with one_line_errors():
       return fn(argv)
-  app.run(guarded, flags_parser=parse_flags)
+  startup.remembered()
+  with one_line_errors():  # (a signal while the flags and the config load)
+    app.run(guarded, flags_parser=parse_flags)
 
 
 def error_line(error: BaseException) -> str | None:
@@ -99,8 +104,9 @@ def one_line_errors():
     print(stopped, file=sys.stderr)
     sys.exit(stopped.status)
   except KeyboardInterrupt:
-    print('error: interrupted', file=sys.stderr)
-    sys.exit(130)
+    signum = startup.received[-1] if startup.received else signal.SIGINT
+    print(f'error: interrupted ({signal.Signals(signum).name})', file=sys.stderr)
+    sys.exit(128 + signum)
   except Exception as error:  # noqa: BLE001 (re-raised unless it is the user's)
     line = error_line(error)
     if line is None:

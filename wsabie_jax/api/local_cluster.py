@@ -44,16 +44,47 @@ def _relay(i: int, stream, out):
     out.flush()
 
 
+# Signals the supervisor passes on to every process it started, once each: the
+# processes run in sessions of their own, so Ctrl-C at the terminal reaches
+# them only through it (twice would be a second Ctrl-C: stop without saving).
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _die_with_parent() -> None:
+  """In a started process: SIGTERM (save and stop) when the supervisor dies,
+  even by SIGKILL (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+  try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    pass
+
+
 def run_cluster(cmds: list[list[str]], env: dict, grace_seconds: float, cwd=None) -> int:
   """Runs the commands side by side; the first non-zero exit status, else 0.
-  After one fails, the rest get `grace_seconds` to end, then SIGKILL."""
+  After one fails, the rest get `grace_seconds` to end, then SIGKILL. A
+  SIGINT, SIGTERM or SIGHUP to the supervisor is passed to every process,
+  which saves and stops; they get `grace_seconds` to do so."""
   procs = [subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True) for c in cmds]
+                            text=True, start_new_session=True, preexec_fn=_die_with_parent)
+           for c in cmds]
   relays = [threading.Thread(target=_relay, args=(i, p.stdout, sys.stdout), daemon=True)
             for i, p in enumerate(procs)]
   for t in relays:
     t.start()
   status, deadline = 0, None
+
+  def forward(signum, frame):
+    nonlocal deadline
+    del frame
+    print(f'[local_cluster] {signal.Signals(signum).name}: passed to every process', flush=True)
+    for p in procs:
+      if p.poll() is None:
+        p.send_signal(signum)
+    deadline = deadline or time.monotonic() + grace_seconds
+
+  on_main = threading.current_thread() is threading.main_thread()
+  previous = {s: signal.signal(s, forward) for s in FORWARDED} if on_main else {}
   try:
     while any(p.poll() is None for p in procs):
       failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
@@ -63,11 +94,13 @@ def run_cluster(cmds: list[list[str]], env: dict, grace_seconds: float, cwd=None
         for i, p in enumerate(procs):
           if p.poll() is None:
             print(f'[local_cluster] process {i} still running {grace_seconds:.0f} s after a '
-                  'peer failed: killing it', flush=True)
+                  'peer failed or a signal: killing it', flush=True)
             p.send_signal(signal.SIGKILL)
       time.sleep(0.1)
   finally:
-    for p in procs:  # Ctrl-C (or an error here) takes the cluster down with it
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+    for p in procs:  # an error here takes the cluster down with it
       if p.poll() is None:
         p.kill()
       p.wait()

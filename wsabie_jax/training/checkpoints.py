@@ -50,6 +50,7 @@ class CheckpointError(RuntimeError):
 class Checkpoints:
 
   def __init__(self, workdir, keep: int = 2):
+    _brief_orbax_errors()
     self.workdir = pathlib.Path(workdir).absolute()
     options = lambda n: ocp.CheckpointManagerOptions(max_to_keep=n, create=True)
     self.latest = ocp.CheckpointManager(self.workdir / 'checkpoints', options=options(keep))
@@ -230,6 +231,25 @@ def _quiet_abandoned_reads():
 
 
 _QUIET_HOOKS: set = set()  # the hooks _quiet_abandoned_reads installed
+
+
+class _OrbaxErrorsBrief(logging.Filter):
+  """Orbax's own errors in one line each, without their tracebacks: a save
+  that fails (a full disk) logged 330–741 lines of its threads' tracebacks
+  before our one line (`save` raises CheckpointError naming the cause)."""
+
+  def filter(self, record):
+    if record.levelno >= logging.ERROR and '/orbax/' in record.pathname:
+      message = record.getMessage().strip().splitlines()
+      record.msg, record.args = (message[0][:300] if message else ''), None
+      record.exc_info = record.exc_text = record.stack_info = None
+    return True
+
+
+def _brief_orbax_errors():
+  absl_logger = logging.getLogger('absl')
+  if not any(isinstance(f, _OrbaxErrorsBrief) for f in absl_logger.filters):
+    absl_logger.addFilter(_OrbaxErrorsBrief())
 
 
 def _reason(error: Exception) -> str:

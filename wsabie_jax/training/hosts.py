@@ -7,6 +7,12 @@ What the runtime leaves to the program:
   start-up    `initialize`: jax.distributed with explicit addresses, or its
               own detection where a cluster sets the environment (Cloud TPU
               pod slices, SLURM, Open MPI), with the timeouts configurable.
+  agreeing   `check_same_run`: before anything is read or written, every
+              process publishes the run it was started with (config, workdir,
+              data digests) and each compares them with process 0's: processes
+              started with different settings each stop with one line naming
+              the fields, instead of a collective of mismatched shapes aborting
+              one and hanging another.
   one writer  the workdir's own files (config, vocabulary, metrics, history,
               summaries, the lock) are process 0's (`is_writer`); `barrier`
               holds the others until it has written. Orbax saves stay
@@ -24,9 +30,12 @@ What the runtime leaves to the program:
 from __future__ import annotations
 
 import dataclasses
+import errno
+import json
 import logging
 import os
 import pathlib
+import socket
 import sys
 import threading
 import time
@@ -78,10 +87,45 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     if cluster is None:
       return False
     log.info('several processes started by %s: joining them (jax.distributed)', cluster)
-  jax.distributed.initialize(coordinator_address, num_processes, process_id,
-                             initialization_timeout=initialization_timeout,
-                             heartbeat_timeout_seconds=2 * heartbeat_timeout)
+  if process_id == 0 and coordinator_address:
+    _check_port_free(coordinator_address)
+  # The runtime aborts in C++ (a 30-line dump) when the processes have not all
+  # joined by its timeout: one line first, just before it would.
+  joined = threading.Event()
+  threading.Thread(target=_exit_unless_joined, daemon=True,
+                   args=(joined, max(initialization_timeout - 1.0, 0.5), coordinator_address,
+                         num_processes)).start()
+  try:
+    jax.distributed.initialize(coordinator_address, num_processes, process_id,
+                               initialization_timeout=initialization_timeout,
+                               heartbeat_timeout_seconds=2 * heartbeat_timeout)
+  finally:
+    joined.set()
   return True
+
+
+def _check_port_free(address: str) -> None:
+  """Process 0 serves the coordinator at `address`: its port in use by another
+  program is one line here, not a traceback (and the peers' C++ abort)."""
+  host, _, port = address.rpartition(':')
+  with socket.socket() as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+      s.bind(('' if host in ('', '0.0.0.0', '[::]') else host.strip('[]'), int(port)))
+    except OSError as error:
+      if error.errno == errno.EADDRINUSE:
+        raise Disagree(f'--coordinator_address={address}: port {port} is in use by another '
+                       'program; pick a free port (the same on every process)') from None
+      # (another host's address: process 0 serves on all interfaces; JAX says what fails)
+
+
+def _exit_unless_joined(joined: threading.Event, seconds: float, address, count) -> None:
+  if not joined.wait(seconds):
+    os.write(2, (f'error: the {count or "expected"} processes did not all join at '
+                 f'{address or "the detected coordinator"} within {seconds + 1:.0f} s (one not '
+                 'started, or a different --coordinator_address or --num_processes on one); '
+                 'nothing was written\n').encode())
+    os._exit(1)
 
 
 def is_writer() -> bool:
@@ -94,6 +138,51 @@ def barrier(name: str) -> None:
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils
     multihost_utils.sync_global_devices(name)
+
+
+# How long `check_same_run` waits for the slowest process to say what it runs
+# (hashing a new data set's files comes first); a process that died meanwhile
+# is named sooner by `Peers`.
+AGREE_SECONDS = 600.0
+
+
+class Disagree(ValueError):
+  """The processes of one run were started with different settings."""
+
+
+def check_same_run(run: dict, timeout: float, *, process: int | None = None,
+                   count: int | None = None, client=None,
+                   clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> None:
+  """Publishes `run` ({field: JSON value}: what this process is about to run)
+  and waits up to `timeout` seconds for every process's; raises Disagree on
+  each process when any differs from process 0's (naming each field with both
+  values), or when a process has not published by then (naming it)."""
+  count = jax.process_count() if count is None else count
+  if count == 1:
+    return
+  me = jax.process_index() if process is None else process
+  client = client or _client()
+  client.key_value_set(f'wsabie/run/{me}', json.dumps(run, sort_keys=True))
+  deadline = clock() + timeout
+  while len(got := dict(client.key_value_dir_get('wsabie/run/'))) < count:
+    if clock() >= deadline:
+      missing = sorted(set(range(count)) - {int(k.rsplit('/', 1)[1]) for k in got})
+      raise Disagree(f'process{"es" * (len(missing) > 1)} {", ".join(map(str, missing))} of '
+                     f'{count} did not start the run within {timeout:.0f} s (not launched, or '
+                     'stopped before it read its config); start every process of the run')
+    sleep(0.1)
+  first = json.loads(got['wsabie/run/0'])
+  differ = []
+  for p in range(1, count):
+    other = json.loads(got[f'wsabie/run/{p}'])
+    differ += [f'{k} ({first.get(k, "absent")!r} on process 0, {other.get(k, "absent")!r} on '
+               f'process {p})' for k in sorted(set(first) | set(other))
+               if first.get(k) != other.get(k)]
+  if differ:
+    shown = '; '.join(differ[:4]) + (f'; and {len(differ) - 4} more' if len(differ) > 4 else '')
+    raise Disagree(f'the processes were started with different runs: {shown}; start every '
+                   'process with the same flags')
 
 
 # --- where the run is, for the message a failure prints -----------------------

@@ -2,9 +2,12 @@
 
 Every checkpoint's record carries `of_run(config)`: the config (less the
 fields a resumed run may change) and, for each input path of config.data, its
-size and a SHA-256 of its contents (all of a file up to FULL_HASH_BYTES; of a
-larger one its first and last HEAD_TAIL_BYTES with its size; of a directory
-every file's size and ends). Resume, evaluate.py and annotate.py compare it
+size and a SHA-256 of all its contents (of a directory: every file's path,
+size and SHA-256, subfolders included). Hashing all of a large file is what
+notices a line changed in its middle; the cost is paid once per file version:
+`hashes.py` keeps each file's hash on this machine, keyed by its size, times
+and inode, so a resume or evaluate of an 18 GiB shard folder rereads nothing
+that did not change. Resume, evaluate.py and annotate.py compare it
 with the config and files they are given and refuse a difference with one
 line naming it: before this, a relative path followed the current directory,
 a data file edited between runs was trained on as if it were the same, and a
@@ -21,15 +24,13 @@ import pathlib
 
 import ml_collections
 
+from wsabie_jax.training import hashes
+
 # config.data keys naming the run's input: files and folders read to train.
 INPUT_KEYS = ('train_path', 'test_path', 'labels_path', 'shards_dir', 'featurized_dir',
               'manual_dir')
 # ... and where tfds keeps what it prepared from them (made absolute, not fingerprinted).
 PATH_KEYS = INPUT_KEYS + ('data_dir',)
-
-FULL_HASH_BYTES = 64 << 20
-HEAD_TAIL_BYTES = 1 << 20
-_DIR_FILE_ENDS = 64 << 10  # of each file of a folder (shards: many, large)
 
 
 def absolute_paths(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -52,31 +53,16 @@ def fingerprint(path: str) -> dict:
   """{'path', 'bytes', 'sha256'} of a file or folder ({'path', 'missing'} when absent)."""
   p = pathlib.Path(path)
   if p.is_file():
-    return {'path': path, 'bytes': p.stat().st_size, 'sha256': _file_hash(p)}
+    return {'path': path, 'bytes': p.stat().st_size, 'sha256': hashes.of_files([p])[0]}
   if p.is_dir():
+    files = sorted(q for q in p.rglob('*') if q.is_file())
     h, total = hashlib.sha256(), 0
-    for f in sorted(q for q in p.rglob('*') if q.is_file()):
+    for f, digest in zip(files, hashes.of_files(files)):
       size = f.stat().st_size
       total += size
-      h.update(f'{f.relative_to(p)}\0{size}\0{_file_hash(f, _DIR_FILE_ENDS, 0)}\n'.encode())
+      h.update(f'{f.relative_to(p)}\0{size}\0{digest}\n'.encode())
     return {'path': path, 'bytes': total, 'sha256': h.hexdigest()}
   return {'path': path, 'missing': True}
-
-
-def _file_hash(path: pathlib.Path, ends: int = HEAD_TAIL_BYTES,
-               whole_below: int = FULL_HASH_BYTES) -> str:
-  """SHA-256 of the whole file when it is small, else of its two ends."""
-  size = path.stat().st_size
-  h = hashlib.sha256()
-  with open(path, 'rb') as f:
-    if size <= max(whole_below, 2 * ends):
-      for block in iter(lambda: f.read(1 << 20), b''):
-        h.update(block)
-    else:
-      h.update(f.read(ends))
-      f.seek(size - ends)
-      h.update(f.read(ends))
-  return h.hexdigest()
 
 
 def of_run(config, may_change=frozenset()) -> dict:

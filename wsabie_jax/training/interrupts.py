@@ -1,9 +1,9 @@
-"""Ctrl-C and SIGTERM during training: finish the step, save, stop.
+"""Ctrl-C, SIGTERM and SIGHUP during training: finish the step, save, stop.
 
 Python's default turns SIGINT into a KeyboardInterrupt wherever the loop
 happens to be (a 50-line traceback, up to a checkpoint interval of work lost)
-and SIGTERM (a scheduler's preemption notice) kills at once. While training,
-both only set a flag; the loop reads it at its next step boundary, saves a
+and SIGTERM (a scheduler's preemption notice) and SIGHUP (a closed terminal)
+kill at once. While training, each only sets a flag; the loop reads it at its next step boundary, saves a
 checkpoint and raises Interrupted, which launch/train.py prints as one line.
 A second Ctrl-C while it saves interrupts at once, as a user pressing it
 twice means.
@@ -14,7 +14,10 @@ import contextlib
 import signal
 import threading
 
-NAMES = {signal.SIGINT: 'Ctrl-C (SIGINT)', signal.SIGTERM: 'SIGTERM'}
+from wsabie_jax.core import startup
+
+NAMES = {signal.SIGINT: 'Ctrl-C (SIGINT)', signal.SIGTERM: 'SIGTERM',
+         signal.SIGHUP: 'SIGHUP (hang-up: a closed terminal or a scheduler)'}
 
 
 class Interrupted(RuntimeError):
@@ -48,6 +51,8 @@ def caught():
   the previous handlers are put back after. Off the main thread (where
   Python lets no handler be set) nothing is caught."""
   requests = Requests()
+  if startup.received:  # a signal before training whose KeyboardInterrupt was swallowed
+    requests.signum = startup.received[0]
   if threading.current_thread() is not threading.main_thread():
     yield requests
     return

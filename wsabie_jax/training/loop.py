@@ -48,12 +48,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
   themselves (`build` reads them): a workdir created for a run that fails
   there is removed again. `force_new` moves a previous run aside
   (WORKDIR.old-TIME) and starts afresh. Data paths are kept absolute.
-  Several processes (training/hosts.py): process 0 alone checks and writes
-  the workdir's files and holds the lock; the others wait for it.
+  Several processes (training/hosts.py): first they check that each was
+  started with the same run; then process 0 alone checks and writes the
+  workdir's files and holds the lock; the others wait for it.
   """
   workdir = workdir_lib.resolve(workdir)
   config = identity.absolute_paths(config)
   run_identity = identity.of_run(config, workdir_lib.MAY_CHANGE)
+  hosts.check_same_run({'workdir': str(workdir), 'devices': jax.local_device_count(),
+                        **identity.of_run(config)['config'],
+                        **{k: f.get('sha256') for k, f in run_identity['data'].items()}},
+                       timeout=hosts.AGREE_SECONDS)
   writer = hosts.is_writer()
   created = False
   if writer:
@@ -82,7 +87,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
                           method.description)
       parallel.check_batch(config.train.batch_size, method.stream.num_examples)
       if writer:
-        (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2))
+        workdir_lib.mark(workdir)
+        workdir_lib.write_file(workdir / 'config.json', config.to_json_best_effort(indent=2))
       written = True
       hosts.barrier('wsabie_jax: workdir checked')
       # Everything runs on the mesh's devices (a CPU mesh on a GPU machine
@@ -147,8 +153,8 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
   summaries.scalars(steps, result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
   if hosts.is_writer():
-    (workdir / 'metrics.json').write_text(json.dumps(metrics_lib.for_file(result), indent=2,
-                                                     sort_keys=True))
+    workdir_lib.write_file(workdir / 'metrics.json',
+                           json.dumps(metrics_lib.for_file(result), indent=2, sort_keys=True))
   return result
 
 

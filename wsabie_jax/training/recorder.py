@@ -12,6 +12,8 @@ import time
 
 import jax
 
+from wsabie_jax.training import workdir as workdir_lib
+
 log = logging.getLogger('wsabie_jax')
 
 
@@ -127,8 +129,12 @@ class Recorder:
     """Logs one validation; True when it is the best so far."""
     self.summaries.scalars(step, values, 'valid')
     if jax.process_index() == 0:
-      with open(self.workdir / 'history.jsonl', 'a') as f:
-        f.write(json.dumps({'step': step, 'step_seconds': step_seconds, **values}) + '\n')
+      path = self.workdir / 'history.jsonl'
+      try:
+        with open(path, 'a') as f:
+          f.write(json.dumps({'step': step, 'step_seconds': step_seconds, **values}) + '\n')
+      except OSError as error:  # (a full disk: name the file)
+        raise OSError(error.errno, error.strerror, str(path)) from None
     r = self.record
     self._track_baseline(step, values)
     if self.sign * values[self.metric] > self.sign * r['best_metric']:
@@ -145,7 +151,7 @@ class Recorder:
     lines = path.read_text().splitlines(keepends=True)
     kept = [line for line in lines if _step_of(line) <= step]
     if len(kept) != len(lines):
-      path.write_text(''.join(kept))
+      workdir_lib.write_file(path, ''.join(kept))
 
   @property
   def out_of_patience(self) -> bool:

@@ -6,10 +6,15 @@
   tensorboard/     summaries
   metrics.json     test metrics of the best checkpoint
   LOCK             held by the training run using it (pid, host, start)
+  RUN              the mark that the folder is a wsabie_jax run's (written with
+                   config.json): only a folder with it, or an older run's own
+                   files, is trained into or moved aside
 """
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -25,8 +30,33 @@ from wsabie_jax.training import checkpoints, identity, settings
 log = logging.getLogger('wsabie_jax')
 
 
+def write_file(path, text: str) -> None:
+  """Writes `path` whole or not at all (a temporary file renamed over it): a
+  full disk leaves the old file or none, never an empty one, and its OSError
+  names the file."""
+  path = pathlib.Path(path)
+  tmp = path.with_name(f'.{path.name}.tmp')
+  try:
+    with open(tmp, 'w') as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except OSError as error:
+    tmp.unlink(missing_ok=True)
+    raise OSError(error.errno, error.strerror, str(path)) from None
+
+
 def save_vocabulary(workdir, vocab: dict):
-  (pathlib.Path(workdir) / 'vocabulary.json').write_text(json.dumps(vocab))
+  """vocabulary.json, with a checksum of what it holds: a label renamed in it
+  by hand would otherwise be printed by annotate.py as the model's."""
+  vocab = {k: v for k, v in vocab.items() if k != 'sha256'}
+  write_file(pathlib.Path(workdir) / 'vocabulary.json',
+             json.dumps({**vocab, 'sha256': _vocabulary_sum(vocab)}))
+
+
+def _vocabulary_sum(vocab: dict) -> str:
+  return hashlib.sha256(json.dumps(vocab, sort_keys=True).encode()).hexdigest()
 
 
 def load_config(workdir) -> ml_collections.ConfigDict:
@@ -34,7 +64,14 @@ def load_config(workdir) -> ml_collections.ConfigDict:
 
 
 def load_vocabulary(workdir) -> dict:
+  """vocabulary.json as the run wrote it; a WorkdirError if it was edited since
+  (a file from before the checksum is taken as it is)."""
   vocab = _read_json(workdir, 'vocabulary.json')
+  stored = vocab.pop('sha256', None)
+  if stored is not None and stored != _vocabulary_sum(vocab):
+    raise WorkdirError(f'{pathlib.Path(workdir) / "vocabulary.json"} was changed after the run '
+                       'wrote it (its checksum differs): its label names would no longer be the '
+                       "model's; put back the run's own file")
   if vocab['label_parents'] is not None:
     vocab['label_parents'] = np.asarray(vocab['label_parents'], np.int32)
   return vocab
@@ -134,6 +171,15 @@ def _read_owner(fd) -> dict:
     return {'unreadable': text[:80]}
 
 
+def _is_owner(text: str) -> bool:
+  """Whether `text` is what Lock writes (pid, host, started)."""
+  try:
+    owner = json.loads(text)
+  except ValueError:
+    return False
+  return isinstance(owner, dict) and {'pid', 'host', 'started'} <= set(owner)
+
+
 def _describe(owner: dict) -> str:
   if not owner or 'pid' not in owner:
     return 'another run'
@@ -225,9 +271,42 @@ def holds_a_run(workdir: pathlib.Path) -> bool:
   return bool(saved) or (workdir / 'metrics.json').exists()
 
 
-# What a run leaves (the module docstring): a folder holding any of these is a run's.
-RUN_FILES = ('LOCK', 'config.json', 'vocabulary.json', 'checkpoints', 'best', 'metrics.json',
-             'history.jsonl', 'tensorboard')
+MARK = 'RUN'
+
+
+def mark(workdir) -> None:
+  """Marks `workdir` as a run's (train_and_evaluate, with config.json): the
+  package and its version."""
+  path = pathlib.Path(workdir) / MARK
+  if not path.exists():
+    try:
+      version = importlib.metadata.version('wsabie_jax')
+    except importlib.metadata.PackageNotFoundError:
+      version = 'unknown'
+    write_file(path, json.dumps({'package': 'wsabie_jax', 'version': version,
+                                 'created': time.strftime('%Y-%m-%d %H:%M:%S')}) + '\n')
+
+
+def is_ours(workdir: pathlib.Path) -> bool:
+  """Whether `workdir` holds a run of ours: the mark, our LOCK alone (a start
+  that stopped before the mark), or (a run from before the mark) a checkpoint record with our identity, or our vocabulary.json. Names
+  alone prove nothing: another tool's run folder has a config.json with
+  train/model/data sections, a checkpoints/ or a history.jsonl too."""
+  if (workdir / MARK).is_file():
+    try:  # (a file of another's that happens to be called RUN is not the mark)
+      return json.loads((workdir / MARK).read_text()).get('package') == 'wsabie_jax'
+    except (OSError, ValueError, AttributeError):
+      return False
+  if [p.name for p in workdir.iterdir()] == ['LOCK']:
+    owner = (workdir / 'LOCK').read_text(errors='replace').strip()
+    return not owner or _is_owner(owner)
+  if stored_identity(workdir) is not None:
+    return True
+  try:
+    vocab = json.loads((workdir / 'vocabulary.json').read_text())
+  except (OSError, ValueError):
+    return False
+  return isinstance(vocab, dict) and {'label_names', 'num_features'} <= set(vocab)
 
 
 def resolve(workdir) -> pathlib.Path:
@@ -241,29 +320,17 @@ def resolve(workdir) -> pathlib.Path:
 
 def check_for_training(workdir: pathlib.Path) -> None:
   """Raises WorkdirError when `workdir` is a file, or a non-empty folder that
-  holds no run (the user's own files: a run would write over them)."""
+  is not a run of ours (`is_ours`): a run would write over what it holds."""
   if workdir.exists() and not workdir.is_dir():
     raise WorkdirError(f'--workdir={workdir} is a file, not a folder: name a new folder')
   if not workdir.is_dir():
     return
   entries = sorted(p.name for p in workdir.iterdir())
-  ours = [n for n in entries if n in RUN_FILES]
-  config = workdir / 'config.json'
-  if ours == ['config.json'] and not _is_run_config(config):
-    raise WorkdirError(f'--workdir={workdir} holds a config.json that is not a training run\'s '
-                       '(no train/model/data sections): name a new or empty folder')
-  if entries and not ours:
+  if entries and not is_ours(workdir):
     shown = ', '.join(entries[:5]) + (', ...' if len(entries) > 5 else '')
-    raise WorkdirError(f'--workdir={workdir} is not empty and holds no run ({shown}): name a '
-                       'new or empty folder, so that nothing of yours is written over')
-
-
-def _is_run_config(path: pathlib.Path) -> bool:
-  try:
-    stored = json.loads(path.read_text())
-  except (OSError, ValueError):
-    return False
-  return isinstance(stored, dict) and {'train', 'model', 'data'} <= set(stored)
+    raise WorkdirError(f'--workdir={workdir} is not empty and holds no wsabie_jax run '
+                       f'({shown}; no {MARK} file): name a new or empty folder, so that '
+                       'nothing of yours is written over')
 
 
 def set_aside(workdir) -> pathlib.Path | None:

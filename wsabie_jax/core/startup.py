@@ -1,0 +1,42 @@
+"""Signals while a command starts: imported first by the launch scripts.
+
+Importing jax and TensorFlow takes seconds; a Ctrl-C, SIGTERM or SIGHUP then
+used to print a traceback from inside an import (6–37 lines). Until
+`cli.main` takes over, such a signal ends the command at once with one line:
+nothing has been read or written yet. After that `remembered` handlers raise
+KeyboardInterrupt as Python's default does, and also note the signal, so that
+one swallowed where Python ignores exceptions (a garbage-collection callback)
+still stops the run when training begins (interrupts.caught).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+received: list[int] = []  # signals since `remembered`, oldest first
+
+
+def _exit_now(signum, frame):
+  del frame
+  os.write(2, f'error: {signal.Signals(signum).name} while starting; nothing was written\n'
+           .encode())
+  os._exit(128 + signum)
+
+
+def _remember(signum, frame):
+  del frame
+  received.append(signum)
+  raise KeyboardInterrupt
+
+
+def remembered() -> None:
+  """From here on a signal raises KeyboardInterrupt and is noted (cli.main)."""
+  for s in SIGNALS:
+    signal.signal(s, _remember)
+
+
+if sys.platform != 'win32':
+  for _s in SIGNALS:
+    signal.signal(_s, _exit_now)
