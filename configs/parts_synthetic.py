@@ -1,7 +1,7 @@
 """Objects and parts (paper 002) on the synthetic data in WordNet mode, one config per model.
 
   python launch/train.py --config=configs/parts_synthetic.py:shared,iw --workdir=W
-  python launch/compare_parts.py --workdir=workdirs/parts
+  python launch/compare_parts.py --workdir=runs/parts
 
 The argument is "SHARING,SELECTION[,paper][,small]": SHARING shared | unshared
 (f_I reads W, or its own U); SELECTION iw | i: the model is chosen on

@@ -1,6 +1,6 @@
 """Paper 003 Tables 2/4, one row a run: the negative sampler and the loss.
 
-  python launch/compare_samplers.py --data=synthetic --workdir=workdirs/samplers_synthetic
+  python launch/compare_samplers.py --data=synthetic --workdir=runs/samplers_synthetic
   python launch/train.py --config=configs/samplers.py:vse_warp,synthetic --workdir=W
 
 The argument is "ROW,DATA[,paper][,small]". `paper`: paper 003's protocol —

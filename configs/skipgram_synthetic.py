@@ -1,7 +1,7 @@
 """Paper 004's image–word objectives on the synthetic data, one config per table row.
 
   python launch/train.py --config=configs/skipgram_synthetic.py:proposed --workdir=W
-  python launch/compare_skipgram.py --study=table --workdir=workdirs/skipgram
+  python launch/compare_skipgram.py --study=table --workdir=runs/skipgram
 
 The argument is "ROW[,zeroshot][,sweep][,paper][,small]"; ROW is one of paper 004
 Table 3's rows (methods/skipgram.py apply_row):

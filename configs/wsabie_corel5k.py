@@ -1,6 +1,6 @@
 """WSABIE + WARP on Corel5k (Mulan format: 4,500 train / 500 test, 374 labels).
 
-  python launch/train.py --config=configs/wsabie_corel5k.py --workdir=workdirs/corel5k
+  python launch/train.py --config=configs/wsabie_corel5k.py --workdir=runs/corel5k
 
 The data ships with the package (wsabie_jax/data/files/corel5k, 412 KB). Point
 `--config.data.train_path`, `test_path` and `labels_path` at any other Mulan

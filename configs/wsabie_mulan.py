@@ -44,7 +44,7 @@ from wsabie_jax.methods import wsabie
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg, flags=('libsvm', 'small'), rest='data_dir', where='wsabie_mulan.py')
   c = wsabie.base_config(_data(a['data_dir'], a['libsvm']))
-  c.model.update(dim=128, max_norm=100.0)  # a loose bound: docs/RESULTS.md "The max-norm bound C"
+  c.model.update(dim=128, max_norm=100.0)  # a loose bound: docs/TUNING.md "The max-norm bound C"
   # Fitted to the training set when the run starts (wsabie/fitting.py):
   c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', 'violators', 'rank_estimate')
   c.optim = auto(c.optim, 'learning_rate', kind='adagrad')

@@ -1,6 +1,6 @@
 """WSABIE + WARP on the embedded synthetic data (the default job).
 
-  python launch/train.py --config=configs/wsabie_synthetic.py --workdir=workdirs/synthetic
+  python launch/train.py --config=configs/wsabie_synthetic.py --workdir=runs/synthetic
 
 50,000 train (10% held out for validation) / 5,000 test planted images,
 Y = 2,000 labels in sibling groups of 8, d = 10,000 visual words, ~40 word

@@ -1,7 +1,7 @@
 """WSABIE + WARP at paper 000's web scale, streamed from disk (Table 1 / Table 6).
 
   python launch/make_shards.py --config=configs/wsabie_webscale.py
-  python launch/train.py --config=configs/wsabie_webscale.py --workdir=workdirs/webscale
+  python launch/train.py --config=configs/wsabie_webscale.py --workdir=runs/webscale
 
 10,000,000 synthetic train images × Y = 100,000 labels, d = 10,000 visual
 words, ~245 distinct visual words per image (as paper 000 §6.2), in shards of 250,000

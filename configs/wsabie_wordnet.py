@@ -1,6 +1,6 @@
 """WSABIE + WARP on the synthetic data in WordNet mode: psib@k from real is-a relations.
 
-  python launch/train.py --config=configs/wsabie_wordnet.py --workdir=workdirs/wordnet
+  python launch/train.py --config=configs/wsabie_wordnet.py --workdir=runs/wordnet
 
 The default synthetic job (configs/wsabie_synthetic.py) with its labels made
 the 1,000 visual WordNet noun synsets with the most part-of links (needs

@@ -36,6 +36,8 @@ def main(argv):
     raise app.UsageError('give exactly one of --input (a data file) and --images')
   if _K.value < 1:
     raise app.UsageError(f'--k={_K.value}: how many labels to print, at least 1')
+  cli.say(f'annotating {_INPUT.value or _IMAGES.value} with {_WORKDIR.value} (reading the run; '
+          'a first run on this machine compiles)')
   # Only what annotating reads must be as trained: the label XML, the codebook.
   restored = run.Restored(_WORKDIR.value, reads=('data.labels_path', 'data.featurized_dir'),
                           allow_data_change=_ALLOW_DATA_CHANGE.value)

@@ -1,7 +1,7 @@
 """Paper 000 Table 2 (baselines) and Table 7 (ensembles) on Corel5k or the synthetic data.
 
-  python launch/baselines.py --data=corel5k --workdir=workdirs/baselines_corel5k
-  python launch/baselines.py --data=synthetic --workdir=workdirs/baselines_synthetic
+  python launch/baselines.py --data=corel5k --workdir=runs/baselines_corel5k
+  python launch/baselines.py --data=synthetic --workdir=runs/baselines_synthetic
 
 Rows: approximate k-NN (random-projection tree, depth p), exact k-NN, One-vs-Rest
 (Passive-Aggressive), PAMIR-IA, WSABIE (the data's config), and ensembles of

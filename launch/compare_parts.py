@@ -1,6 +1,6 @@
 """Paper 002 Tables 3, 5 and 6 on the WordNet-mode synthetic data.
 
-  python launch/compare_parts.py --workdir=workdirs/parts [--small]
+  python launch/compare_parts.py --workdir=runs/parts [--small]
 
 Trains the four models of §6.2 (configs/parts_synthetic.py: Shared / Unshared,
 selected on validation Part-Object MAP scored Image-Word or Image) and writes

@@ -1,10 +1,10 @@
 """Paper 003 Tables 2 and 4: uniform WARP, VSE-ens (hinge), VSE-ens + WARP and AUC.
 
-  python launch/compare_samplers.py --data=synthetic --workdir=workdirs/samplers_synthetic
-  python launch/compare_samplers.py --data=corel5k --workdir=workdirs/samplers_corel5k
-  python launch/compare_samplers.py --data=corel5k --paper --workdir=workdirs/samplers_corel5k_paper
+  python launch/compare_samplers.py --data=synthetic --workdir=runs/samplers_synthetic
+  python launch/compare_samplers.py --data=corel5k --workdir=runs/samplers_corel5k
+  python launch/compare_samplers.py --data=corel5k --paper --workdir=runs/samplers_corel5k_paper
   python launch/compare_samplers.py --data=synthetic --num_labels=100000 --seeds=0,1,2 \
-      --rows=warp,vse_warp --workdir=workdirs/samplers_100k
+      --rows=warp,vse_warp --workdir=runs/samplers_100k
 
 Trains each row's config (configs/samplers.py:<row>,<data>) in turn, from
 scratch, with the same budget and validation schedule, then writes to the

@@ -1,7 +1,7 @@
 """Paper 004's comparisons on the synthetic data: Tables 2–3 and the Fig. 2 sweeps.
 
-  python launch/compare_skipgram.py --study=table --workdir=workdirs/skipgram_table
-  python launch/compare_skipgram.py --study=sweep --workdir=workdirs/skipgram_sweep
+  python launch/compare_skipgram.py --study=table --workdir=runs/skipgram_table
+  python launch/compare_skipgram.py --study=sweep --workdir=runs/skipgram_sweep
 
 table  every row of configs/skipgram_synthetic.py (Fast0Tag, Fixed WV, full
        cross-entropy, each full and sampled) with 20% of the labels held out:

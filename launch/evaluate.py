@@ -27,6 +27,8 @@ def main(argv):
   del argv
   cli.use_compilation_cache()
   logging.set_verbosity(logging.WARNING)
+  cli.say(f'evaluating {_WORKDIR.value} on its {_SPLIT.value} split (reading the run and its '
+          'data; a first run on this machine compiles)')
   restored = run.Restored(_WORKDIR.value, allow_data_change=_ALLOW_DATA_CHANGE.value)
   result = metrics.for_file(restored.evaluate(_SPLIT.value, _BASELINE.value))
   # Printed before they are written: a read-only workdir loses no figure.

@@ -1,6 +1,6 @@
 """Runs the configs behind one of the papers' tables and writes ours beside the paper's.
 
-  python launch/reproduce.py --table=000-4 --workdir=workdirs/reproduce [--data=corel5k] [--small]
+  python launch/reproduce.py --table=000-4 --workdir=runs/reproduce [--data=corel5k] [--small]
 
 Each table is one function of wsabie_jax/reproduce/ (wsabie_tables, parts_tables,
 sampler_tables, skipgram_tables, rank_weights; a timing table from
@@ -21,7 +21,7 @@ from wsabie_jax.reproduce import by_name
 
 _TABLE = flags.DEFINE_enum('table', None, by_name.TABLES, 'Paper-table, e.g. 000-4.',
                            required=True)
-_WORKDIR = flags.DEFINE_string('workdir', 'workdirs/reproduce', 'Where runs and tables go.')
+_WORKDIR = flags.DEFINE_string('workdir', 'runs/reproduce', 'Where runs and tables go.')
 _DATA = flags.DEFINE_string('data', 'corel5k', 'corel5k, synthetic or a config file with its '
                             'argument (configs/wsabie_lear.py:espgame) for the 000-x tables.')
 _SMALL = flags.DEFINE_bool('small', False, 'Test-sized runs.')

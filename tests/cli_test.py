@@ -217,6 +217,8 @@ def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
   out = _cli('launch/evaluate.py', f'--workdir={workdir}')
   assert out.returncode == 1 and out.stdout.startswith('test p@1 ')
   assert out.stderr.strip().splitlines() == [
+      f'evaluating {workdir} on its test split (reading the run and its data; a first run on '
+      'this machine compiles)',
       f'error: {workdir}/eval_test.json: Is a directory; a folder, not a file']
 
 

@@ -219,3 +219,18 @@ def test_zero_shot_hold_out_keeps_held_out_labels_out_of_training():
     assert sorted(te.label_names[j] for j in te.labels(i)) == sorted(
         test.label_names[j] for j in test.labels(i))
   assert np.all(np.diff(te.label_idx[te.label_indptr[3]:te.label_indptr[4]]) > 0)  # still sorted
+
+
+@pytest.mark.parametrize('fraction', [-0.1, 1.0])
+def test_a_hold_out_fraction_outside_0_to_1_is_refused(fraction):
+  """1.0 would hold every label out: training would see none."""
+  from wsabie_jax.data import dataset as dataset_lib
+  with pytest.raises(ValueError, match=r'holdout fraction must be in \[0, 1\)'):
+    dataset_lib.hold_out_labels(10, fraction, seed=0)
+  assert dataset_lib.hold_out_labels(10, 0.0, seed=0)[1] == 10
+
+
+def test_quoted_arff_names_lose_their_quotes():
+  from wsabie_jax.data import mulan
+  assert [mulan._unquote(n) for n in ("'a b'", '"x"', "''", "'", 'plain', "'it\\'s'")] == [
+      'a b', 'x', '', "'", 'plain', "it's"]

@@ -48,6 +48,12 @@ def test_train_log_reads_stats_one_call_late_at_log_boundaries():
   log.close()
   assert [int(s['loss']) for s in seen] == [10, 20, 30, 40, 50]  # each checked, a call late
   assert written == [10, 30, 50]  # (the call that crossed 20, 40, 60 wrote its predecessor's)
+  # The bar counts examples where a row is one pair, pairs where rows hold several.
+  assert log.progress.unit == 'ex'
+  assert hooks.TrainLog(train, 100, 2.5, 0.0, summaries, seen.append).progress.unit == 'pairs'
+  # Patience (≥ 1) may end a run before its steps are done: the bar says ≤ its total.
+  train = settings.TrainConfig(log_every_steps=20, batch_size=4, patience=1)
+  assert hooks.TrainLog(train, 100, 1.0, 0.0, summaries, seen.append).progress.bound == '≤'
 
 
 def test_stop_decision_on_the_budget_or_a_signal(monkeypatch):
@@ -145,3 +151,4 @@ def test_a_steps_stats_read_per_pair():
   exact = {'loss': np.float32(6.0), 'pairs': np.int32(4), 'violator_found': np.int32(1)}
   assert read_stats(exact) == {'loss': 1.5, 'violator_rate': 0.25}
   assert read_stats({'loss': np.float32(0.0), 'pairs': np.int32(0)}) == {'loss': 0.0}
+  assert read_stats({'loss': np.float32(3.0), 'pairs': np.int32(1)}) == {'loss': 3.0}  # one pair

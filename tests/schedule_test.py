@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.train_test import _tiny_config
+from tests.train_test import _latest_state, _tiny_config
 from wsabie_jax import methods
 from wsabie_jax.training import loop
 
@@ -67,9 +67,12 @@ def test_the_schedule_follows_the_scripted_validations(tmp_path):
   assert metrics['valid_p@1'] == 0.40
 
 
-def test_a_call_names_its_first_non_finite_step(tmp_path):
-  """W turns NaN from the 10th step on: the call of steps 9–12 (4 a call)
-  names step 11 (the first to read W after it turned), not 12."""
+def test_a_non_finite_step_stops_the_run_naming_the_calls_first(tmp_path):
+  """Was: a NaN model trained on, logged loss 0.0 and reported p@1 3.526
+  (exit 0). W turns NaN from the 10th step on: the call of steps 9–12 (4 a
+  call) names step 11 (the first to read W after it turned), not 12; the
+  last good checkpoint (step 8) is kept, nothing NaN is saved, no
+  metrics.json is written and the lock is released."""
   def build(config, mesh):
     method = methods.build(config, mesh)
 
@@ -86,3 +89,7 @@ def test_a_call_names_its_first_non_finite_step(tmp_path):
   with pytest.raises(loop.Diverged, match=r'non-finite values \(NaN or inf\) at step 11; .*'
                                          r'The last good checkpoint, step 8, is kept'):
     loop.train_and_evaluate(config, tmp_path, build)
+  state, _ = _latest_state(tmp_path, config)
+  assert int(state.step) == 8 and all(np.isfinite(x).all() for x in jax.tree.leaves(state.params))
+  assert not (tmp_path / 'metrics.json').exists()
+  assert (tmp_path / 'LOCK').read_text() == ''

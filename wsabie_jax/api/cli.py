@@ -15,6 +15,7 @@ import errno
 import os
 import signal
 import sys
+import textwrap
 from typing import Callable
 
 from absl import app, flags
@@ -160,11 +161,38 @@ def define_config(help_string: str) -> flags.FlagHolder:
   return holder
 
 
+def say(message: str) -> None:
+  """A line on stderr at once: what a command is doing before its first result
+  (reading a run, compiling) — seconds on a busy machine that were silent."""
+  print(message, file=sys.stderr, flush=True)
+
+
+HELP_FLAGS = ('--help', '-h', '-?', '--helpshort')
+
+
+def help_text() -> str:
+  """The command's docstring and its own flags, --config included (absl's
+  --help leaves out flags defined by a library's module, and exits 1)."""
+  main = sys.modules['__main__']
+  lines = [(main.__doc__ or '').strip(), '', 'flags:']
+  if 'config' in flags.FLAGS:
+    lines += textwrap.wrap(
+        f'--config: {flags.FLAGS["config"].help} FILE.py[:ARG] (configs/); any field can be '
+        'set with --config.SECTION.FIELD=VALUE', 80, initial_indent='  ',
+        subsequent_indent='    ')
+  lines += [line for line in flags.FLAGS.main_module_help().splitlines()
+            if line.startswith(' ')]  # (not the module's name above them)
+  return '\n'.join(lines + ['', "Every flag, the libraries' too: --helpfull"])
+
+
 def parse_flags(argv: list[str]) -> list[str]:
   """app.run's flags_parser: absl's, with a bad flag in one line, the config
   file loaded first (`load_config`) and every --config.PATH override checked
   against its fields (unknown ones: the section's valid fields listed)."""
   ours = argv[:argv.index('--')] if '--' in argv else argv  # (the rest is another program's)
+  if any(a in HELP_FLAGS for a in ours[1:]):
+    print(help_text())
+    sys.exit(0)
   spec = next((a.split('=', 1)[1] for a in ours if a.startswith('--config=')), None)
   overrides = [a[len('--config.'):].split('=', 1)[0] for a in ours if a.startswith('--config.')]
   if spec and 'config' in flags.FLAGS:

@@ -1,8 +1,8 @@
 """The search that chose configs/wsabie_mulan.py's settings: each round a list
 of candidates for `panel.choose` (launch/benchmark.py --suite=panel_search
 --panel_round=N), each a dict of fitting knobs (wsabie/fitting.Rules) and
-config overrides ('section.field': value). docs/RESULTS.md "One config for
-any multi-label set" has each round's figures and what it decided.
+config overrides ('section.field': value). docs/TUNING.md has each round's
+figures and what it decided.
 """
 
 # The search run to choose configs/wsabie_mulan.py's settings: round 1 varies
@@ -65,7 +65,7 @@ ROUND_6 = [
     {'knobs': {'exact_learning_rate': 0.005}},
 ]
 # Round 7: the max-norm bound C (paper 000 eqs. (2)–(3)), on the six small
-# sets and on Delicious and the stand-ins (docs/RESULTS.md "The max-norm bound").
+# sets and on Delicious and the stand-ins (docs/TUNING.md "The max-norm bound C").
 ROUND_7 = [{'overrides': {'model.max_norm': c}} for c in (3.0, 10.0, 100.0, float('inf'))]
 # Round 8, at C 100, on Delicious and the stand-ins: the fitted rate, B and K.
 ROUND_8 = [

@@ -3,7 +3,7 @@
 Data: any synset-labelled feature set (config.data; label names are WordNet
 synset names such as 'car.n.01'), by default the synthetic data in WordNet
 mode. Its images are split three ways and paired through WordNet's part-of
-relations (data/proxy.py); training draws quadruplets, validation and test
+relations (parts/proxy.py); training draws quadruplets, validation and test
 use fixed sets. Validation reports every task under both scorings (iw_*,
 i_*), so config.train.select_metric picks the paper's model selection
 (Part-Object Labeling on validation: iw_pair_map or i_pair_map). Test adds
