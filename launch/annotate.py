@@ -12,6 +12,8 @@ run's config) or a libsvm/XMC text file; its labels, if any, are shown as
 files and folders and featurises them with the run's codebook first.
 """
 from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
+import os
+
 from absl import app, flags, logging
 
 from wsabie_jax.api import annotate, cli, run
@@ -36,8 +38,9 @@ def main(argv):
     raise app.UsageError('give exactly one of --input (a data file) and --images')
   if _K.value < 1:
     raise app.UsageError(f'--k={_K.value}: how many labels to print, at least 1')
-  cli.say(f'annotating {_INPUT.value or _IMAGES.value} with {_WORKDIR.value} (reading the run; '
-          'a first run on this machine compiles)')
+  if os.path.isdir(_WORKDIR.value):  # (else its one-line error comes at once)
+    cli.say(f'annotating {_INPUT.value or _IMAGES.value} with {_WORKDIR.value} (reading the run; '
+            'a first run on this machine compiles)')
   # Only what annotating reads must be as trained: the label XML, the codebook.
   restored = run.Restored(_WORKDIR.value, reads=('data.labels_path', 'data.featurized_dir'),
                           allow_data_change=_ALLOW_DATA_CHANGE.value)

@@ -8,6 +8,7 @@ Objects-and-parts workdirs report their three tasks on the split's fixed quadrup
 """
 from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 import json
+import os
 import pathlib
 
 from absl import flags, logging
@@ -27,8 +28,9 @@ def main(argv):
   del argv
   cli.use_compilation_cache()
   logging.set_verbosity(logging.WARNING)
-  cli.say(f'evaluating {_WORKDIR.value} on its {_SPLIT.value} split (reading the run and its '
-          'data; a first run on this machine compiles)')
+  if os.path.isdir(_WORKDIR.value):  # (else its one-line error comes at once)
+    cli.say(f'evaluating {_WORKDIR.value} on its {_SPLIT.value} split (reading the run and its '
+            'data; a first run on this machine compiles)')
   restored = run.Restored(_WORKDIR.value, allow_data_change=_ALLOW_DATA_CHANGE.value)
   result = metrics.for_file(restored.evaluate(_SPLIT.value, _BASELINE.value))
   # Printed before they are written: a read-only workdir loses no figure.

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import FakeClock
-from wsabie_jax.training import hooks, settings
+from wsabie_jax.training import hooks, recorder, settings
 from wsabie_jax.training.recorder import Clock, read_stats
 
 
@@ -81,25 +81,25 @@ def test_validation_spacing_caps_and_fits_to_the_budget(monkeypatch):
   train = settings.TrainConfig(batch_size=10, eval_every_steps=1000, max_epochs_between_evals=2.0,
                                max_seconds=100.0, evals_per_budget=10)
   timing = types.SimpleNamespace(speed=None)
-  record, changes = {}, []
+  record = recorder.RunRecord(best_metric=0.0)
   spacing = hooks.ValidationSpacing(train, record, 250, timing, clock)
-  spacing.on_change = changes.append
   assert spacing.every == 50  # 2 epochs of 25 steps, under eval_every_steps
   spacing.after(_call(5, 5))
-  assert changes == []  # no speed measured yet
+  assert record.eval_every_steps is None  # no speed measured yet
   timing.speed = (100, 5.0)  # 20 steps/s; 10 s an evaluation → 200 steps, capped at 50
   spacing.after(_call(10, 5))
-  assert changes == [50] and record['eval_every_steps'] == 50
+  assert spacing.every == record.eval_every_steps == 50
   loose = settings.TrainConfig(batch_size=10, max_seconds=100.0, evals_per_budget=10)
-  record = {}
+  record = recorder.RunRecord(best_metric=0.0)
   spacing = hooks.ValidationSpacing(loose, record, 250, timing, clock)
   fake.advance(20.0)  # 80 s left: 8 s an evaluation at 20 steps/s
   spacing.after(_call(10, 5))
-  assert spacing.every == record['eval_every_steps'] == 160
+  assert spacing.every == record.eval_every_steps == 160
   timing.speed = (1, 100.0)
   spacing.after(_call(20, 5))  # fitted once: kept (a resumed run validates where the first would)
   assert spacing.every == 160
-  resumed = hooks.ValidationSpacing(loose, {'eval_every_steps': 160}, 250, timing, clock)
+  resumed = hooks.ValidationSpacing(loose, recorder.RunRecord.of(
+      {'best_metric': 0.5, 'eval_every_steps': 160}), 250, timing, clock)
   assert resumed.every == 160
 
 
@@ -117,25 +117,25 @@ def test_validation_spacing_keeps_validations_to_a_share_of_the_budget():
   clock, timing = Clock(), types.SimpleNamespace(speed=(100, 1.0))
   train = settings.TrainConfig(batch_size=10, eval_every_steps=20, max_seconds=10.0,
                                evals_per_budget=30)
-  record, changes = {}, []
+  record = recorder.RunRecord(best_metric=0.0)
   spacing = hooks.ValidationSpacing(train, record, 10_000, timing, clock)
-  spacing.on_change = changes.append
   assert hooks.MAX_VALIDATION_SHARE == 0.25
   spacing.validated(5.0)  # the first: compiling
-  assert spacing.every == 20 and changes == []
+  assert spacing.every == 20 and record.eval_every_steps is None
   spacing.validated(0.3)
-  assert spacing.every == record['eval_every_steps'] == 90 and changes == [90]
+  assert spacing.every == record.eval_every_steps == 90
   spacing.validated(0.1)  # cheap enough at 90 steps: kept
-  assert spacing.every == 90 and changes == [90]
+  assert spacing.every == record.eval_every_steps == 90
   capped = hooks.ValidationSpacing(
       settings.TrainConfig(batch_size=10, eval_every_steps=20, max_seconds=10.0,
-                           evals_per_budget=30, max_epochs_between_evals=5.0), {}, 100, timing,
+                           evals_per_budget=30, max_epochs_between_evals=5.0),
+      recorder.RunRecord(best_metric=0.0), 100, timing,
       clock)
   capped.validated(5.0)
   capped.validated(0.3)
   assert capped.every == 50  # 5 epochs of 10 steps
   unbudgeted = hooks.ValidationSpacing(settings.TrainConfig(batch_size=10, eval_every_steps=20),
-                                       {}, 10_000, timing, clock)
+                                       recorder.RunRecord(best_metric=0.0), 10_000, timing, clock)
   unbudgeted.validated(5.0)
   unbudgeted.validated(0.3)
   assert unbudgeted.every == 20

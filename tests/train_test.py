@@ -440,7 +440,7 @@ def test_mean_rank_selection_keeps_the_lowest(tmp_path):
        {'iw_pair_mean_rank': 20.0, 'iw_pair_map': 0.3}])]
   summaries.close()
   assert got == [(True, True), (True, False), (False, True)]
-  assert by_rank.record['best_step'] == 1 and by_map.record['best_step'] == 2
+  assert by_rank.record.best_step == 1 and by_map.record.best_step == 2
 
 
 @pytest.mark.parametrize('held', [True, False])

@@ -11,11 +11,13 @@ and projects the same value, so the final scatter-set writes it consistently.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import dataclasses
+from typing import Callable, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from wsabie_jax.config.schema import check_choices, check_ranges
 from wsabie_jax.core import model, row_scatter
 
 OPTIMIZERS = ('sgd', 'adagrad')
@@ -28,6 +30,21 @@ def init_accumulator(num_rows: int, optimizer: str, initial_value: float) -> jax
     raise ValueError(f'optimizer {optimizer!r} is not one of {OPTIMIZERS}')
   size = num_rows if optimizer == 'adagrad' else 1
   return jnp.full((size,), initial_value, jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowOptimSettings:
+  """What every method's optim section says of its row-sparse tables'
+  optimiser (WSABIE's V and W, the parts model's, skip-gram's word rows):
+  the kind and Adagrad's start. A method's section adds its learning rates
+  and names their ranges in `rates` (config/schema.check_ranges' rules)."""
+  kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (a fixed rate, as the papers)
+  adagrad_init: float = 0.1     # each row's accumulator at the start
+  rates: ClassVar[dict] = {}
+
+  def __post_init__(self):
+    check_choices(self, {'kind': OPTIMIZERS})
+    check_ranges(self, 'optim', adagrad_init='>0', **self.rates)
 
 
 def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -57,15 +57,10 @@ class PartsLoss:
 
 
 @dataclasses.dataclass(frozen=True)
-class PartsOptim:
-  kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (the paper's plain rates)
+class PartsOptim(row_optim.RowOptimSettings):
   learning_rate_V: float = 0.05
   learning_rate_W: float = 0.05  # W and U
-  adagrad_init: float = 0.1
-
-  def __post_init__(self):
-    check_choices(self, {'kind': row_optim.OPTIMIZERS})
-    check_ranges(self, 'optim', learning_rate_V='>0', learning_rate_W='>0', adagrad_init='>0')
+  rates: ClassVar[dict] = dict(learning_rate_V='>0', learning_rate_W='>0')
 
 
 @dataclasses.dataclass(frozen=True)

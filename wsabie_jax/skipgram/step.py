@@ -16,7 +16,7 @@ A batch holds B images with static shapes:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -63,15 +63,10 @@ class SkipGramLoss:
 
 
 @dataclasses.dataclass(frozen=True)
-class SkipGramOptim:
+class SkipGramOptim(row_optim.RowOptimSettings):  # (`kind`: the word rows')
   tower_learning_rate: float = 1e-3  # Adam, the tower
-  kind: str = 'adagrad'         # the word rows: row-wise Adagrad | 'sgd'
   learning_rate: float = 0.05   # the word rows
-  adagrad_init: float = 0.1
-
-  def __post_init__(self):
-    check_choices(self, {'kind': row_optim.OPTIMIZERS})
-    check_ranges(self, 'optim', tower_learning_rate='>0', learning_rate='>0', adagrad_init='>0')
+  rates: ClassVar[dict] = dict(tower_learning_rate='>0', learning_rate='>0')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,8 +27,9 @@ parameters are bit-identical across modes and resume is exact mid-call
 (tests/train_test.py). A call ends at the next validation or checkpoint
 boundary, so long calls never delay a validation: the loop may move the
 validation interval once it has fitted it to the time budget
-(`Dispatcher.eval_every`), and the calls not yet built follow it (the
-prefetching thread builds them in order; the loop takes them in that order).
+(hooks.ValidationSpacing; the Dispatcher reads it through `eval_every()`), and
+the calls not yet built follow it (the prefetching thread builds them in
+order; the loop takes them in that order).
 
 The time the loop waits for a call's input (`input_wait_seconds` in the
 call's stats, per call; the train log's `input_wait_ms`) says whether the
@@ -114,7 +115,7 @@ class Dispatcher:
   PREFETCH = 2  # calls built ahead: with the one being built and the one running, 4 held
 
   def __init__(self, train, method: Method, start_step: int, total_steps: int,
-               eval_every: int | None = None):
+               eval_every: Callable[[], int] | None = None):
     self.mesh, self._method = method.mesh, method
     self.multi = self.mesh.devices.size > 1
     self.options = compiler_options(train.deterministic)
@@ -124,10 +125,11 @@ class Dispatcher:
     threads = train.input_threads or fitted['input_threads']
     stream = method.stream
     self.planned = False  # the host plans the packs (resident calls only)
-    # The validation interval the calls are cut at (the loop's: it may change it).
-    self.eval_every = eval_every or train.eval_every_steps
+    # The validation interval the calls are cut at, read as each call is built
+    # (the loop's hooks may move it).
+    eval_every = eval_every or (lambda: train.eval_every_steps)
     schedule = call_schedule(start_step, total_steps, per_call,
-                             lambda: (self.eval_every, train.checkpoint_every_steps))
+                             lambda: (eval_every(), train.checkpoint_every_steps))
     resident = stream.resident
     # Several processes: a streamed batch is built where it is used, each
     # process its own rows of every step's batch (streams take `rows`), never

@@ -16,7 +16,7 @@ import jax
 
 from wsabie_jax.training import hosts, parallel
 from wsabie_jax.training.progress import Progress
-from wsabie_jax.training.recorder import Clock, Summaries, read_stats
+from wsabie_jax.training.recorder import Clock, RunRecord, Stop, Summaries, read_stats
 
 log = logging.getLogger('wsabie_jax')
 
@@ -30,7 +30,7 @@ class Call:
   state: Any
   stats: dict
   first: bool = False           # the run's first call (its kernels' one-time set-up)
-  stop: str = ''                # '' | 'max_seconds' | 'interrupted' | 'early_stopping'
+  stop: Stop = Stop.NONE        # set by a hook (or the loop's validation): the run ends
 
 
 def crossed(step: int, done: int, every: int) -> bool:
@@ -107,7 +107,8 @@ class StopDecision:
   def after(self, call: Call) -> None:
     over = bool(self.max_seconds and self.clock.seconds >= self.max_seconds)
     decided = parallel.agreed(int(over) | 2 * int(self.requests.signum is not None))
-    call.stop = 'interrupted' if decided & 2 else 'max_seconds' if decided & 1 else call.stop
+    call.stop = (Stop.INTERRUPTED if decided & 2 else Stop.MAX_SECONDS if decided & 1
+                 else call.stop)
 
 
 # A budgeted run's validations take at most this share of its time: with many
@@ -125,15 +126,15 @@ class ValidationSpacing:
   over what is left of the budget at the speed measured (StepTime.speed),
   and kept in the record so a resumed run validates where the first would
   have; and widened after a validation (`validated`) that took more than
-  MAX_VALIDATION_SHARE of an interval's time. `on_change(every)`: the
-  dispatcher cuts its calls there."""
+  MAX_VALIDATION_SHARE of an interval's time. The dispatcher cuts its calls
+  at `every`, read as it builds each."""
 
-  def __init__(self, train, record: dict, examples: int, step_time: StepTime, clock: Clock):
+  def __init__(self, train, record: RunRecord, examples: int, step_time: StepTime,
+               clock: Clock):
     self.train, self.record, self.step_time, self.clock = train, record, step_time, clock
     epochs = train.max_epochs_between_evals
     self.cap = (max(1, math.ceil(epochs * examples / train.batch_size)) if epochs else math.inf)
-    self.every = min(record.get('eval_every_steps') or train.eval_every_steps, self.cap)
-    self.on_change: Callable[[int], None] = lambda every: None
+    self.every = min(record.eval_every_steps or train.eval_every_steps, self.cap)
     self.validations = 0
 
   def validated(self, seconds: float) -> None:
@@ -151,20 +152,18 @@ class ValidationSpacing:
     least = parallel.agreed(math.ceil(seconds * (1 - share) / share * steps / max(step_seconds,
                                                                                   1e-9)))
     if min(least, self.cap) > self.every:
-      self.record['eval_every_steps'] = self.every = min(least, self.cap)
-      self.on_change(self.every)
+      self.record.eval_every_steps = self.every = min(least, self.cap)
       log.info('validating every %d steps: a validation takes %.2f s, at most %.0f%% of the time',
                self.every, seconds, 100 * share)
 
   def after(self, call: Call) -> None:
     train = self.train
-    if ('eval_every_steps' in self.record or not (train.max_seconds and train.evals_per_budget)
-        or self.step_time.speed is None):
+    if (self.record.eval_every_steps is not None
+        or not (train.max_seconds and train.evals_per_budget) or self.step_time.speed is None):
       return
     fitted = parallel.agreed(budget_interval(train, *self.step_time.speed, self.clock.seconds))
     if fitted:
-      self.record['eval_every_steps'] = self.every = min(fitted, self.cap)
-      self.on_change(self.every)
+      self.record.eval_every_steps = self.every = min(fitted, self.cap)
       log.info('validating every %d steps (about %d times in %.0f s at the speed so far)',
                self.every, train.evals_per_budget, train.max_seconds)
 

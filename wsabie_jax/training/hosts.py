@@ -185,6 +185,27 @@ def check_same_run(run: dict, timeout: float, *, process: int | None = None,
                    'process with the same flags')
 
 
+def exit_together(message: str, *, wait: float = 10.0) -> None:
+  """Ends every process of a run that all found the same error before
+  training (`check_same_run`'s): each prints `error: message` and exits 1,
+  process 0 last, after every other has said it is leaving (at most `wait`
+  seconds): the coordination service lives in process 0, and a peer still
+  exiting when it dies is aborted by the runtime with a stack dump."""
+  os.write(2, f'error: {message}\n'.encode())
+  try:
+    client, count, me = _client(), jax.process_count(), jax.process_index()
+    client.key_value_set(f'wsabie/leaving/{me}', '1', allow_overwrite=True)
+    deadline = time.monotonic() + wait
+    while me == 0 and time.monotonic() < deadline and len(
+        client.key_value_dir_get('wsabie/leaving/')) < count:
+      time.sleep(0.05)
+    if me == 0:
+      time.sleep(1.0)  # (the others' own exits, under way)
+  except Exception:  # noqa: BLE001 (the service is gone: nothing to wait for)
+    pass
+  os._exit(1)
+
+
 # --- where the run is, for the message a failure prints -----------------------
 
 @dataclasses.dataclass

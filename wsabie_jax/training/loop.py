@@ -26,7 +26,8 @@ from wsabie_jax.core import metrics as metrics_lib
 from wsabie_jax.training import (checkpoints, dispatch, hooks, hosts, identity, interrupts,
                                  parallel, settings, workdir as workdir_lib)
 from wsabie_jax.training.method import Method
-from wsabie_jax.training.recorder import Clock, Recorder, Summaries, objects_frozen
+from wsabie_jax.training.recorder import (Clock, Recorder, RunRecord, Stop, Summaries,
+                                          objects_frozen)
 
 log = logging.getLogger('wsabie_jax')
 
@@ -55,10 +56,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
   workdir = workdir_lib.resolve(workdir)
   config = identity.absolute_paths(config)
   run_identity = identity.of_run(config, workdir_lib.MAY_CHANGE)
-  hosts.check_same_run({'workdir': str(workdir), 'devices': jax.local_device_count(),
-                        **identity.of_run(config)['config'],
-                        **{k: f.get('sha256') for k, f in run_identity['data'].items()}},
-                       timeout=hosts.AGREE_SECONDS)
+  try:
+    hosts.check_same_run({'workdir': str(workdir), 'devices': jax.local_device_count(),
+                          **identity.of_run(config)['config'],
+                          **{k: f.get('sha256') for k, f in run_identity['data'].items()}},
+                         timeout=hosts.AGREE_SECONDS)
+  except hosts.Disagree as error:
+    hosts.exit_together(str(error))
   writer = hosts.is_writer()
   created = False
   if writer:
@@ -122,11 +126,10 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
     restored = ckpts.restore(ckpts.latest, state, set_aside=True)
     if restored is not None:
       state, record = restored
-      log.info('resumed from step %d (%s)', int(state.step),
-               {k: v for k, v in record.items() if k != 'identity'})
+      log.info('resumed from step %d (%s)', int(state.step), _resumed(record, metric))
     summaries = Summaries(workdir)
     recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
-    recorder.record['identity'] = run_identity  # in every checkpoint: what it was trained on
+    recorder.record.identity = run_identity  # in every checkpoint: what it was trained on
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
     with objects_frozen():
       state = _train(config, state, method, ckpts, recorder, summaries)
@@ -143,19 +146,32 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
   steps = int(jax.device_get(state.step))
   rows_done = steps * config.train.batch_size
   pairs_done = rows_done * method.stream.pairs_per_row
-  result.update(steps=steps, best_step=r['best_step'], **{f'valid_{metric}': r['best_metric']},
-                train_seconds=r['train_seconds'],
-                eval_every_steps=r.get('eval_every_steps', config.train.eval_every_steps),
-                train_examples_per_sec=pairs_done / max(r['step_seconds'], 1e-9),
-                stopped=r['stopped'] or 'completed', epochs=rows_done / method.stream.num_examples,
-                input_wait_seconds=r['input_wait_seconds'],
-                rate_drops=r.get('rate_drops', 0))
+  result.update(steps=steps, best_step=r.best_step, **{f'valid_{metric}': r.best_metric},
+                train_seconds=r.train_seconds,
+                eval_every_steps=r.eval_every_steps or config.train.eval_every_steps,
+                train_examples_per_sec=pairs_done / max(r.step_seconds, 1e-9),
+                stopped=Stop(r.stopped).value or 'completed',
+                epochs=rows_done / method.stream.num_examples,
+                input_wait_seconds=r.input_wait_seconds, rate_drops=r.rate_drops)
   summaries.scalars(steps, result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
   if hosts.is_writer():
     workdir_lib.write_file(workdir / 'metrics.json',
                            json.dumps(metrics_lib.for_file(result), indent=2, sort_keys=True))
   return result
+
+
+def _resumed(saved: dict, metric: str) -> str:
+  """The resume line's account of a record, rounded: 'best p@1 0.623 at step
+  1800; 27.5 s trained; 1 rate drop'."""
+  r = RunRecord.of(saved)
+  parts = [f'best {metric} {r.best_metric:.4g} at step {r.best_step}' if r.best_step >= 0
+           else 'not validated yet', f'{r.train_seconds:.1f} s trained']
+  if r.rate_drops:
+    parts.append(f'{r.rate_drops} rate drop{"s" * (r.rate_drops > 1)}')
+  if r.stopped:
+    parts.append(f'had stopped: {r.stopped}')
+  return '; '.join(parts)
 
 
 def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):
@@ -165,35 +181,34 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   train, r, stream = config.train, recorder.record, method.stream
   total = settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
   step = start = int(state.step)
-  clock = Clock(r['train_seconds'], r['step_seconds'])
+  clock = Clock(r.train_seconds, r.step_seconds)
   timing = hooks.StepTime(clock, lambda: steps.compile_seconds)
   spacing = hooks.ValidationSpacing(train, r, stream.num_examples, timing, clock)
-  steps = dispatch.Dispatcher(train, method, start, total, eval_every=spacing.every)
-  spacing.on_change = lambda every: setattr(steps, 'eval_every', every)
-  train_log = hooks.TrainLog(train, total, stream.pairs_per_row, train.max_seconds - r[
-      'train_seconds'], summaries, lambda stats: _check_finite(stats, ckpts))
+  steps = dispatch.Dispatcher(train, method, start, total, eval_every=lambda: spacing.every)
+  train_log = hooks.TrainLog(train, total, stream.pairs_per_row, train.max_seconds
+                             - r.train_seconds, summaries, lambda stats: _check_finite(stats, ckpts))
   state = steps.place(at_rate(state, train, r))
   with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
     after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing]
     try:
-      while step < total and not r['stopped']:
+      while step < total and not r.stopped:
         timing.before()
         state, stats, done = steps(state, step)
         step += done
         call = hooks.Call(step, done, state, stats, first=step - done == start)
         for hook in after:
           hook.after(call)
-        last = step == total or call.stop == 'max_seconds'
-        validate = hooks.crossed(step, done, steps.eval_every) or last
+        last = step == total or call.stop == Stop.MAX_SECONDS
+        validate = hooks.crossed(step, done, spacing.every) or last
         save = hooks.crossed(step, done, train.checkpoint_every_steps) or last or call.stop
         if validate or save:
           seconds = _check_and_validate(call, validate, method, recorder, ckpts, clock)
           if seconds is not None:
             spacing.validated(seconds)
-        if call.stop == 'early_stopping' and r.get('rate_drops', 0) < train.plateau_drops:
+        if call.stop == Stop.EARLY_STOPPING and r.rate_drops < train.plateau_drops:
           with clock.excluded():  # (the calls built ahead stay valid: no step is replayed)
             state = call.state = steps.place(_back_to_best(call, train, r, ckpts))
-          call.stop, save = '', True  # (a resumed run goes on at the lowered rate)
+          call.stop, save = Stop.NONE, True  # (a resumed run goes on at the lowered rate)
         if save or call.stop:
           _save(call, stream, recorder, ckpts, clock)
         if call.stop:
@@ -204,22 +219,22 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       steps.close()
       train_log.close()
   train_log.memory(steps.input_held())
-  r['input_wait_seconds'] = steps.input_wait_seconds  # (this process's calls, for metrics.json)
+  r.input_wait_seconds = steps.input_wait_seconds  # (this process's calls, for metrics.json)
   log.info('waited %.2f s for the calls\' input in %.2f s of steps', steps.input_wait_seconds,
            clock.step_seconds)
   return state
 
 
-def at_rate(state, train, record: dict):
+def at_rate(state, train, record: RunRecord):
   """The state at the rate the run has reached: every learning rate ÷
-  plateau_factor for each drop so far (`record['rate_drops']`). The rate is a
+  plateau_factor for each drop so far (`record.rate_drops`). The rate is a
   value of the state (`rate_scale`), so a drop changes a number and the
   compiled call stays (tests/train_test.py counts its compilations)."""
-  scale = train.plateau_factor ** -record.get('rate_drops', 0)
+  scale = train.plateau_factor ** -record.rate_drops
   return state._replace(rate_scale=jnp.asarray(scale, jnp.float32))
 
 
-def _back_to_best(call, train, record: dict, ckpts):
+def _back_to_best(call, train, record: RunRecord, ckpts):
   """Reduce-on-plateau (train.plateau_drops): patience has run out, so the run
   goes back to its best state with the rate lowered (`at_rate`), rather than
   stopping. Its step count and data position go on (a drop replays no batch);
@@ -227,11 +242,11 @@ def _back_to_best(call, train, record: dict, ckpts):
   ckpts.write_best()
   best = ckpts.restore_best(call.state)
   state = call.state if best is None else best[0]
-  record.update(rate_drops=record.get('rate_drops', 0) + 1, evals_without_improvement=0)
+  record.rate_drops, record.evals_without_improvement = record.rate_drops + 1, 0
   state = at_rate(state, train, record)
   log.info('step %d: %d validations without a better one: back to the best (step %d), '
-           'learning rate ÷%g (drop %d of %d)', call.step, train.patience, record['best_step'],
-           train.plateau_factor ** record['rate_drops'], record['rate_drops'],
+           'learning rate ÷%g (drop %d of %d)', call.step, train.patience, record.best_step,
+           train.plateau_factor ** record.rate_drops, record.rate_drops,
            train.plateau_drops)
   return state._replace(step=call.state.step)
 
@@ -249,28 +264,29 @@ def _check_and_validate(call, validate: bool, method: Method, recorder: Recorder
       return None
     start = clock.seconds
     if _validate(method, call.state, recorder, ckpts, step_seconds):
-      call.stop = call.stop or 'early_stopping'
+      call.stop = call.stop or Stop.EARLY_STOPPING
     return clock.seconds - start
 
 
 def _save(call, stream, recorder: Recorder, ckpts, clock: Clock) -> None:
   """The latest checkpoint, the best before it (the latest's record names it).
   An interrupted run is not over: its record lets a rerun go on."""
-  recorder.record.update(train_seconds=clock.seconds, step_seconds=clock.step_seconds,
-                         stopped='' if call.stop == 'interrupted' else call.stop,
-                         data_position=stream.position(call.step))
+  r = recorder.record
+  r.train_seconds, r.step_seconds = clock.seconds, clock.step_seconds
+  r.stopped = Stop.NONE if call.stop == Stop.INTERRUPTED else call.stop
+  r.data_position = stream.position(call.step)
   with clock.excluded():
     ckpts.write_best()
-    ckpts.save(ckpts.latest, call.state, recorder.record)
+    ckpts.save(ckpts.latest, call.state, r.to_json())
 
 
 def _stop(call, requests, ckpts) -> None:
-  if call.stop == 'interrupted':
+  if call.stop == Stop.INTERRUPTED:
     signum = requests.signum or signal.SIGINT
     raise interrupts.Interrupted(
         f'{interrupts.NAMES.get(signum, signum)} at step {call.step}; saved checkpoint '
         f'{call.step} in {ckpts.latest.directory}; rerun the same command to resume', signum)
-  log.info('stopping at step %d: %s', call.step, call.stop)
+  log.info('stopping at step %d: %s', call.step, call.stop.value)
 
 
 def checksum(state) -> int:
@@ -311,8 +327,8 @@ def _validate(method: Method, state, recorder: Recorder, ckpts, step_seconds: fl
     return False
   step = int(state.step)
   if recorder.validation(step, values, step_seconds):
-    ckpts.keep_best(state, recorder.record)
+    ckpts.keep_best(state, recorder.record.to_json())
   r = recorder.record
   log.info('step %d: valid %s %.4f (best %.4f at step %d)', step, recorder.metric,
-           values[recorder.metric], r['best_metric'], r['best_step'])
+           values[recorder.metric], r.best_metric, r.best_step)
   return recorder.out_of_patience

@@ -3,6 +3,8 @@ recorder for validation history, the best step, early stopping and summaries."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import gc
 import json
 import logging
@@ -23,7 +25,7 @@ def objects_frozen():
   starts (gc.freeze; handed back after). A full pass scans every object the
   process holds, JAX's traced functions and caches included, so one landing
   in a short run's steps reads as a slower run (the training loop;
-  benchmarking.train_ours).
+  benchmarks/timed.py).
   Objects the loop itself leaves are collected as before. Left alone where
   the caller has frozen objects already: unfreezing would hand back theirs."""
   if gc.get_freeze_count():
@@ -109,21 +111,58 @@ class Summaries:
       self.writer.close()
 
 
+class Stop(str, enum.Enum):
+  """Why a run stopped: a call's `stop` (hooks.py), the record's `stopped`
+  and metrics.json's (a str, as JSON keeps it)."""
+  NONE = ''                       # it goes on
+  MAX_SECONDS = 'max_seconds'     # the time budget (train.max_seconds)
+  EARLY_STOPPING = 'early_stopping'  # patience ran out, no rate drop left
+  INTERRUPTED = 'interrupted'     # a signal: saved, to resume
+
+
+@dataclasses.dataclass
+class RunRecord:
+  """The loop's state beside the model's, saved as JSON with every
+  checkpoint so that a resumed run goes on where it was."""
+  best_metric: float              # the best validation of the selected metric so far
+  best_step: int = -1
+  evals_without_improvement: int = 0  # patience used
+  train_seconds: float = 0.0      # the run's time, compilation and validation included
+  step_seconds: float = 0.0       # its steps' alone
+  stopped: str = Stop.NONE        # why it ended ('' while it goes on)
+  rate_drops: int = 0             # plateau drops so far (loop.at_rate)
+  eval_every_steps: int | None = None  # the interval fitted to a budget (hooks.ValidationSpacing)
+  evals_below_baseline: int = 0   # validations in a row under the frequency baseline
+  input_wait_seconds: float = 0.0  # the loop's wait for its calls' input (dispatch.py)
+  data_position: dict | None = None  # the stream's place at the checkpoint (epoch, …)
+  identity: dict | None = None    # what the run was trained on (identity.of_run)
+
+  @classmethod
+  def of(cls, saved: dict) -> 'RunRecord':
+    """From a checkpoint's JSON; a field an older run's record lacks takes its
+    default, one this version no longer keeps is dropped."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in saved.items() if k in names})
+
+  def to_json(self) -> dict:
+    return dataclasses.asdict(self)
+
+
 class Recorder:
   """Validation results: history.jsonl, summaries, the best metric and patience.
 
-  `record` is the JSON saved with each checkpoint, so a resumed run keeps its
-  best metric, patience count and times.
+  `record` (RunRecord) is saved with each checkpoint, so a resumed run keeps
+  its best metric, patience count and times.
   """
 
-  def __init__(self, workdir, metric: str, patience: int, summaries: Summaries, record=None):
+  def __init__(self, workdir, metric: str, patience: int, summaries: Summaries,
+               record: dict | None = None):
     self.workdir, self.metric, self.patience, self.summaries = pathlib.Path(workdir), metric, \
         patience, summaries
     # Mean ranks are better lower (paper 002 selects on validation mean rank).
     self.sign = -1.0 if metric.endswith('mean_rank') else 1.0
-    self.record = record or {'best_metric': -self.sign * math.inf, 'best_step': -1,
-                             'evals_without_improvement': 0, 'train_seconds': 0.0,
-                             'step_seconds': 0.0, 'stopped': ''}
+    self.record = (RunRecord.of(record) if record
+                   else RunRecord(best_metric=-self.sign * math.inf))
 
   def validation(self, step: int, values: dict, step_seconds: float) -> bool:
     """Logs one validation; True when it is the best so far."""
@@ -137,10 +176,10 @@ class Recorder:
         raise OSError(error.errno, error.strerror, str(path)) from None
     r = self.record
     self._track_baseline(step, values)
-    if self.sign * values[self.metric] > self.sign * r['best_metric']:
-      r.update(best_metric=values[self.metric], best_step=step, evals_without_improvement=0)
+    if self.sign * values[self.metric] > self.sign * r.best_metric:
+      r.best_metric, r.best_step, r.evals_without_improvement = values[self.metric], step, 0
       return True
-    r['evals_without_improvement'] += 1
+    r.evals_without_improvement += 1
     return False
 
   def forget_after(self, step: int):
@@ -155,7 +194,7 @@ class Recorder:
 
   @property
   def out_of_patience(self) -> bool:
-    return self.record['evals_without_improvement'] >= self.patience
+    return self.record.evals_without_improvement >= self.patience
 
   # Worse than always predicting the most frequent labels for this many
   # validations in a row: the run is diverging (or learning nothing).
@@ -166,8 +205,8 @@ class Recorder:
     if base is None:
       return
     below = self.sign * values[self.metric] < self.sign * base
-    count = self.record.get('evals_below_baseline', 0) + 1 if below else 0
-    self.record['evals_below_baseline'] = count
+    count = self.record.evals_below_baseline + 1 if below else 0
+    self.record.evals_below_baseline = count
     if count == self.BELOW_BASELINE_WARN:
       log.warning('step %d: valid %s %.4f has been below the frequency baseline (%.4f) for %d '
                   'validations: the run is diverging or learning nothing; try a lower '

@@ -4,12 +4,12 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
 
   loss.num_draws      K = min(Y − 1, max_draws): every violator's rank counted
                       among K draws; a step's cost never grows with Y beyond it
-                      (large_max_draws on a large set: round 10 kept it at 100)
+                      (large_max_draws on a large set: 25 and 50 were no better)
   loss.kind           'exact' where K = Y − 1 would draw every negative (eq. (6)
                       with (7): every label scored, its violators counted; no
                       draws, the same B·Y·D cost), and where a row's many
                       positives (Q > first_violator_max_positives) share labels
-                      read whole anyway (round 19); else 'warp'
+                      read whole anyway; else 'warp'
   loss.draws          'per_batch' (the batch's rows share their K draws, scored by
                       one matmul: wsabie/batch_draws.py) where the labels are too
                       many to read whole (Y > 24·(K+Q): wsabie/table_reads.py), K
@@ -20,11 +20,11 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
                       Alg. 1's first violator (rank ⌊(Y − 1)/N⌋) where a row's own
                       draws serve few positives (Q ≤ first_violator_max_positives),
                       else every violator (rank from their count: each positive's
-                      estimate from all K draws): round 18
+                      estimate from all K draws)
   optim.learning_rate exact_learning_rate for the exact rank where K covers every
                       negative, else learning_rate,
                       and large_learning_rate on a set large enough that B is at
-                      its ceiling (rows ≥ steps_per_epoch·max_batch: round 9)
+                      its ceiling (rows ≥ steps_per_epoch·max_batch)
   train.positives_per_row
                       Q = ⌈mean positives⌉ + 1: an image is embedded and scored
                       once for up to Q of its positives, which share its K draws
@@ -33,8 +33,9 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
                       smaller ones)
 
 The rules' constants were chosen on validation splits of a panel of six real
-data sets, then Delicious and the stand-ins (docs/RESULTS.md "One config for
-any multi-label set"; benchmarks/search_rounds.py).
+data sets, then Delicious and the stand-ins: docs/TUNING.md has each one's
+table and command (its candidates: benchmarks/search_rounds.py);
+tests/fitting_test.py pins the rules on hand-worked data shapes.
 """
 from __future__ import annotations
 
@@ -55,18 +56,18 @@ FIELDS = ('loss.num_draws', 'loss.kind', 'loss.draws', 'loss.violators', 'loss.r
 class Rules:
   steps_per_epoch: int = 6      # B: about this many steps an epoch
   max_draws: int = 100          # K caps here
-  min_batch: int = 128          # B's floor (search round 5)
+  min_batch: int = 128          # B's floor
   max_batch: int = 1024         # B's ceiling
   group_pairs: bool = True      # False: a pair a row (Q = 1)
   exact_ranks: bool = True      # the exact rank where K would cover every negative
   learning_rate: float = 0.01   # Adagrad's rate with draws
-  large_learning_rate: float = 0.05  # … on a set of ≥ steps_per_epoch·max_batch rows (round 9)
-  large_max_draws: int = 100    # K on such a set (round 10: 25 and 50 no better)
-  exact_learning_rate: float = 0.005  # the exact rank's (search round 6)
+  large_learning_rate: float = 0.05  # … on a set of ≥ steps_per_epoch·max_batch rows
+  large_max_draws: int = 100    # K on such a set (25 and 50 no better)
+  exact_learning_rate: float = 0.005  # the exact rank's
   batch_draws: bool = True      # draws shared by a batch's rows where the labels are gathered
-  batch_max_draws: int = 300    # K of shared draws (round 11)
-  batch_steps_per_epoch: int = 24  # B with shared draws: more, smaller steps (round 12)
-  first_violator_max_positives: int = 8  # Q up to this: Alg. 1's first violator (round 18)
+  batch_max_draws: int = 300    # K of shared draws
+  batch_steps_per_epoch: int = 24  # B with shared draws: more, smaller steps
+  first_violator_max_positives: int = 8  # Q up to this: Alg. 1's first violator
 
 
 def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> dict:
@@ -83,8 +84,8 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   rows = int(np.sum(-(-num_pos // Q)))  # (`train` is the split the run trains on)
   B = _batch_size(rows, rules.steps_per_epoch, rules)
   # A set large enough for B at its ceiling takes many steps an epoch: there a
-  # higher rate reached a better validation p@1 in the same time (search round
-  # 9); fewer draws did not (round 10, docs/RESULTS.md).
+  # higher rate reached a better validation p@1 in the same time; fewer draws
+  # did not (docs/TUNING.md "The rate on larger sets", "The draws on larger sets").
   large = rows >= rules.steps_per_epoch * rules.max_batch
   K_drawn = max(1, min(Y - 1, rules.large_max_draws if large else rules.max_draws))
   K_row = K_drawn if config.loss.num_draws == AUTO else config.loss.num_draws
@@ -96,15 +97,16 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   uniform = config.loss.sampler == 'uniform'  # (the adaptive sampler needs draws)
   kind = config.loss.kind
   if kind == AUTO:
-    # The exact rank where K would draw every negative (round 6), and where a
-    # row's many positives share labels read whole anyway (every score is made:
-    # Delicious +0.008 valid p@1 at 60 s, many_labels +0.002, round 19).
+    # The exact rank where K would draw every negative, and where a row's many
+    # positives share labels read whole anyway (every score is made: Delicious
+    # +0.008 valid p@1 at 60 s, many_labels +0.002; docs/TUNING.md "The exact
+    # rank where rows hold many positives").
     kind = ('exact' if rules.exact_ranks and uniform and (covered or (many and not gathered))
             else 'warp')
   K = K_drawn if kind == 'warp' else max(1, min(Y - 1, rules.max_draws))
   # Where each row's K draws would be gathered rows, the batch shares K draws
-  # instead: a B×K matmul, not B·K gathers (round 11), and more draws for the
-  # same time.
+  # instead: a B×K matmul, not B·K gathers, and more draws for the same time
+  # (docs/TUNING.md "Draws shared by a batch").
   draws = config.loss.draws
   if draws == AUTO:
     shared_ok = settings.draws_can_be_shared(kind, config.loss.sampler, config.model.score,
@@ -117,10 +119,11 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   # A row's own draws serving few positives: Alg. 1's first violator, the one
   # update a pair (text +0.014 / +0.020 valid p@1 at 20 / 60 s, Corel5k
   # +0.012); serving many (Delicious, many_labels: Q 21-22) or shared by the
-  # batch (many_tags −0.014), every violator counted (round 18).
+  # batch (many_tags −0.014), every violator counted (docs/TUNING.md "The first
+  # violator where rows hold few positives").
   first = kind == 'warp' and draws == 'per_row' and uniform and not many
-  # The exact rank where K covers every negative at its own rate (round 6);
-  # elsewhere at the draws' (round 16: Delicious 0.670 at 0.05, 0.662 at 0.005).
+  # The exact rank where K covers every negative at its own rate (docs/TUNING.md
+  # "The search"); elsewhere at the draws' (Delicious 0.670 at 0.05, 0.662 at 0.005).
   rate = (rules.exact_learning_rate if kind == 'exact' and covered
           else rules.large_learning_rate if large else rules.learning_rate)
   values = {'loss.num_draws': K, 'loss.kind': kind, 'loss.draws': draws,

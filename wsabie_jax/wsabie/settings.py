@@ -3,7 +3,7 @@ field (config/schema.py writes their defaults out and reads them back)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from wsabie_jax.config.schema import AUTO, UNBOUNDED, check_choices, check_ranges
 from wsabie_jax.core import model, precision, row_optim
@@ -93,15 +93,10 @@ class LossConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimConfig:
-  kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (a fixed rate, as the paper)
+class OptimConfig(row_optim.RowOptimSettings):
   learning_rate: Annotated[float, AUTO] = 0.1
-  adagrad_init: float = 0.1
   l2: float = 0.0               # λ·row added to each touched row's gradient (paper 003: 0.01)
-
-  def __post_init__(self):
-    check_choices(self, {'kind': row_optim.OPTIMIZERS})
-    check_ranges(self, 'optim', learning_rate='>0', adagrad_init='>0', l2='>=0')
+  rates: ClassVar[dict] = dict(learning_rate='>0', l2='>=0')
 
 
 @dataclasses.dataclass(frozen=True)
