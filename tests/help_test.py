@@ -27,3 +27,12 @@ def test_help_lists_the_flags_and_exits_0(script):
 def test_every_launch_script_goes_through_cli_main():
   """(so --help and the one-line errors hold for each)"""
   assert {'train.py', 'evaluate.py', 'annotate.py', 'featurize.py'} <= set(SCRIPTS)
+
+
+def test_a_cluster_of_no_process_is_a_usage_error():
+  """Was: --num_processes=0 exited 0 having run nothing."""
+  out = subprocess.run([sys.executable, 'launch/local_cluster.py', '--num_processes=0', '--',
+                        '--config=configs/wsabie_synthetic.py:small'], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+  assert out.returncode == 1 and out.stderr.strip().splitlines()[-1].startswith(
+      'error: --num_processes=0: start at least 1'), out.stderr[-2000:]
