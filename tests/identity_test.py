@@ -509,7 +509,7 @@ def test_annotate_refuses_another_format_or_set(tmp_path):
   with pytest.raises(DataError, match=r'the run was trained on libsvm data'):
     annotate.read_input(str(_touch(tmp_path / 'y.arff')), _run_config('libsvm'), vocab)
   text.write_text('0,5 0:1\n')  # a label the run does not have
-  with pytest.raises(DataError, match='label id 5 has no name'):
+  with pytest.raises(DataError, match=r'line 1: label id out of range \[0, 2\): \[0, 5\]'):
     annotate.read_input(str(text), _run_config('libsvm'), vocab)
   text.write_text('0 7:1\n')  # a feature past the run's
   with pytest.raises(DataError, match=r'line 1: feature id 7 out of range for 3 features'):

@@ -15,32 +15,26 @@ import numpy as np
 
 from wsabie_jax.core import metrics
 from wsabie_jax.config.schema import ConfigError
-from wsabie_jax.data import DataError, SparseDataset, batching, dataset, libsvm, mulan, preprocess
+from wsabie_jax.data import DataError, SparseDataset, batching, dataset, formats, preprocess
 from wsabie_jax.data import settings as data_settings
 from wsabie_jax.api.run import Restored
 from wsabie_jax.features import image_folder, visual_terms
 
 
 def read_input(path: str, config, vocab: dict) -> SparseDataset:
-  """`path` in the training data's format, checked against the run: its
-  kind (ARFF for a Mulan run, libsvm text otherwise), feature ids within the
-  run's features and label ids within its labels (each a DataError naming the
-  file and line)."""
-  arff = config.data.kind == 'mulan'
+  """`path` in the training data's format (data/formats.py), checked against
+  the run: its kind, feature ids within the run's features and label ids
+  within its labels (each a DataError naming the file and line)."""
   if not os.path.isfile(path):
     raise DataError(path, None, 'no such file' if not os.path.exists(path) else 'not a file')
-  if arff != path.endswith('.arff'):
-    raise DataError(path, None, f'the run was trained on {config.data.kind} data: --input must '
-                    + ('be a Mulan .arff file with its attributes' if arff else
-                       'be libsvm text ("labels feature:value ..."), as the training file'))
   data = data_settings.of(config.data)
-  if arff:
-    ds = mulan.read_arff(path, data.labels_path, skip_empty=False)
-  else:
-    num_features = vocab['num_features'] - (1 if data.bias_feature else 0)
-    files = isinstance(data, data_settings.FileData)  # (else generated: ids from 0)
-    ds = libsvm.read_libsvm(path, num_features=num_features, label_names=vocab['label_names'],
-                            feature_base=data.feature_base if files else 0, skip_empty=False)
+  num_features = vocab['num_features'] - (1 if data.bias_feature else 0)
+  if not isinstance(data, data_settings.FileData):  # generated: libsvm text, ids from 0
+    data = data_settings.FileData(kind='libsvm', train_path='-', test_path='-')
+  if formats.of_path(path) != data.kind:
+    raise DataError(path, None, f'the run was trained on {config.data.kind} data: --input must '
+                    f'be {formats.FORMATS[data.kind].description}')
+  ds = formats.read(data, path, num_features, vocab['label_names'], skip_empty=False)
   if ds.num_images == 0:
     raise DataError(path, None, 'no examples to annotate')
   ds = preprocess(ds, config.data)

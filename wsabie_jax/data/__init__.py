@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 
-from wsabie_jax.data import batching, dataset, libsvm, mulan, settings, shards, synthetic
+from wsabie_jax.data import batching, dataset, formats, settings, shards, synthetic
 from wsabie_jax.data.dataset import DataError, SparseDataset
 from wsabie_jax.data.settings import KINDS
 
@@ -44,18 +44,11 @@ def read_split(cfg, path, like: SparseDataset | None = None, skip_empty: bool = 
 
 
 def _read(cfg, path, like: SparseDataset | None, skip_empty: bool) -> SparseDataset:
-  if cfg.kind == 'mulan':
-    return mulan.read_arff(path, cfg.labels_path, skip_empty=skip_empty)
-  if cfg.kind == 'libsvm':
-    names = None
-    if like is not None:
-      names = like.label_names
-    elif cfg.labels_path:
-      names = dataset.read_label_names(cfg.labels_path)
-    return libsvm.read_libsvm(path, num_features=like.num_features if like else None,
-                              num_labels=len(names) if names else None, label_names=names,
-                              feature_base=cfg.feature_base, skip_empty=skip_empty)
-  raise ValueError(f'config.data.kind={cfg.kind!r} is not a file format ({KINDS})')
+  if cfg.kind not in formats.FORMATS:
+    raise ValueError(f'config.data.kind={cfg.kind!r} is not a file format '
+                     f'({", ".join(formats.FORMATS)})')
+  return formats.read(cfg, path, like.num_features if like else None,
+                      like.label_names if like else None, skip_empty)
 
 
 def preprocess(ds: SparseDataset, cfg) -> SparseDataset:

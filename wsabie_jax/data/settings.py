@@ -14,6 +14,7 @@ import pathlib
 import ml_collections
 
 from wsabie_jax.config.schema import check_choices, check_ranges, from_config, to_config
+from wsabie_jax.data import formats
 from wsabie_jax.data.synthetic import SyntheticSpec
 
 PROTOCOLS = ('random', 'leave_one_out')
@@ -69,8 +70,9 @@ class SyntheticData(DataConfig):
 
 @dataclasses.dataclass(frozen=True)
 class FileData(DataConfig):
-  """Files on disk: kind 'mulan' (ARFF + label XML) or 'libsvm' (multi-label
-  libsvm / XMC text; labels_path: one label name a line, optional)."""
+  """Files on disk in one of data/formats.py's formats: kind 'mulan' (ARFF +
+  label XML) or 'libsvm' (multi-label libsvm / XMC text; labels_path: one
+  label name a line, optional)."""
   kind: str = 'mulan'
   train_path: str = ''
   test_path: str = ''
@@ -80,8 +82,8 @@ class FileData(DataConfig):
 
   def __post_init__(self):
     super().__post_init__()
-    if self.kind not in ('mulan', 'libsvm'):
-      raise ValueError(f"data.kind={self.kind!r}: files are 'mulan' or 'libsvm'")
+    if self.kind not in formats.FORMATS:
+      raise ValueError(f"data.kind={self.kind!r}: files are one of {tuple(formats.FORMATS)}")
     if not self.train_path or not self.test_path:
       raise ValueError(f'data.kind={self.kind!r} needs data.train_path and data.test_path')
     check_ranges(self, 'data', feature_base='>=0')
@@ -116,7 +118,8 @@ class TfdsData(DataConfig):
       raise ValueError("data.kind='tfds' needs data.tfds_name and data.data_dir")
 
 
-CLASSES = {'synthetic': SyntheticData, 'mulan': FileData, 'libsvm': FileData,
+# Every file format of data/formats.py is read through FileData's paths.
+CLASSES = {'synthetic': SyntheticData, **{kind: FileData for kind in formats.FORMATS},
            'shards': ShardsData, 'tfds': TfdsData}
 KINDS = tuple(CLASSES)
 
