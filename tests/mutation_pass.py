@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import io
 import json
 import pathlib
@@ -83,12 +84,19 @@ def _module_of(path: pathlib.Path) -> str:
   return '.'.join(path.relative_to(ROOT).with_suffix('').parts).removesuffix('.__init__')
 
 
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+  """The package's modules and the package modules each imports (read once:
+  a mutant never changes an import)."""
+  graph = {_module_of(p): _imports(p) for p in (ROOT / 'wsabie_jax').rglob('*.py')}
+  return {m: {i for i in deps if i in graph} for m, deps in graph.items()}
+
+
 def tests_importing(module: str, hops: int | None = None) -> list[str]:
   """Test files whose import closure (through the package's own modules) holds
   `module`, within `hops` imports of the test (None: any): the nearest first
   (-x stops at the first failure)."""
-  graph = {_module_of(p): _imports(p) for p in (ROOT / 'wsabie_jax').rglob('*.py')}
-  graph = {m: {i for i in deps if i in graph} for m, deps in graph.items()}
+  graph = _graph()
   found = []
   for test in sorted((ROOT / 'tests').glob('*_test.py')):
     depth, frontier, seen = 0, {i for i in _imports(test) if i in graph}, set()

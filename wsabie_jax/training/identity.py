@@ -66,12 +66,16 @@ def fingerprint(path: str) -> dict:
 
 
 def of_run(config, may_change=frozenset()) -> dict:
-  """{'config': the flattened config less `may_change` and the data paths,
-  'data': {'data.KEY': fingerprint}}: what a checkpoint's record keeps."""
-  flat = flatten(config.to_dict())
-  skip = set(may_change) | {f'data.{k}' for k in PATH_KEYS}
-  return {'config': {k: _jsonable(v) for k, v in flat.items() if k not in skip},
+  """{'config': `config_fields`, 'data': {'data.KEY': fingerprint}}: what a
+  checkpoint's record keeps."""
+  return {'config': config_fields(config, may_change),
           'data': {key: fingerprint(path) for key, path in inputs(config).items()}}
+
+
+def config_fields(config, may_change=frozenset()) -> dict:
+  """The flattened config less `may_change` and the data paths (read no file)."""
+  skip = set(may_change) | {f'data.{k}' for k in PATH_KEYS}
+  return {k: _jsonable(v) for k, v in flatten(config.to_dict()).items() if k not in skip}
 
 
 def data_changes(stored: dict, now: dict, keys=None) -> list[str]:

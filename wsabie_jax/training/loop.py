@@ -58,7 +58,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
   run_identity = identity.of_run(config, workdir_lib.MAY_CHANGE)
   try:
     hosts.check_same_run({'workdir': str(workdir), 'devices': jax.local_device_count(),
-                          **identity.of_run(config)['config'],
+                          **identity.config_fields(config),  # (files hashed once, above)
                           **{k: f.get('sha256') for k, f in run_identity['data'].items()}},
                          timeout=hosts.AGREE_SECONDS)
   except hosts.Disagree as error:

@@ -246,7 +246,7 @@ def _stored_config(workdir: pathlib.Path) -> dict:
                        'pass --force_new') from None
   # Fields it lacks (written by an older version) are not compared: config_changes
   # reads the stored fields only.
-  return identity.of_run(ml_collections.ConfigDict(stored), MAY_CHANGE)['config']
+  return identity.config_fields(ml_collections.ConfigDict(stored), MAY_CHANGE)
 
 
 def stored_identity(workdir: pathlib.Path) -> dict | None:
