@@ -187,7 +187,7 @@ def test_a_step_of_shared_draws_with_several_pairs_a_row_is_alg_1_pair_by_pair(c
     late = ~np.isin(np.arange(Yr), np.asarray(ids_K)[:Kr // 2])
     params = model.Params(jnp.asarray(np.abs(rng.normal(0, 1, (30, 1))) * u, jnp.float32),
                           jnp.asarray(np.where(late, 1.0, -1.0)[:, None] * u, jnp.float32))
-  grads, stats = step_lib.sampled_row_grads(cfg, params, batch, ids_K)
+  grads, stats = jax.jit(step_lib.sampled_row_grads, static_argnums=0)(cfg, params, batch, ids_K)
   image = np.asarray(table_reads.embed(params.V_dxD, batch, 16, False)[0], np.float64)
   pos_sets = [set(int(y) for y in row if y < Yr) for row in np.asarray(batch.pos_BxP)]
   args = (image, np.asarray(params.W_YxD, np.float64), np.asarray(batch.label_BxQ),

@@ -8,6 +8,10 @@ from tests import helpers
 from wsabie_jax.core import metrics
 from wsabie_jax.data import wordnet
 
+# One worker reads WordNet for the whole file (its load is 4-5 s; the first
+# pass over the 82k noun synsets another 10): `--dist loadgroup` (pyproject.toml).
+pytestmark = pytest.mark.xdist_group('wordnet')
+
 
 @pytest.fixture(scope='module')
 def net():
@@ -66,8 +70,29 @@ def test_synthetic_wordnet_world_uses_real_synsets(net):
   assert len(world.relations) > 100
 
 
+def test_what_is_read_off_wordnet_does_not_depend_on_nltks_order(net, monkeypatch):
+  """nltk keeps a synset's pointers in a set, whose order changes with the hash
+  seed: the wrappers sort, so the same relations listed in reverse give the
+  same parents, parts and vocabulary."""
+  from nltk.corpus.reader.wordnet import Synset
+  names = ['dog.n.01', 'car.n.01', 'ship.n.01', 'tree.n.01', 'house.n.01']
+
+  def read():
+    table, parents = wordnet.parents_table(net, names)
+    parts = [[p.name() for p in wordnet.part_meronyms(net.synset(n))] for n in names]
+    return table.tolist(), parents, parts, wordnet.part_of_pairs(net, names)
+
+  want = read()
+  assert len(want[1]) > len(names) and sum(map(len, want[2])) > 10  # several of each
+  related = Synset._related
+  monkeypatch.setattr(Synset, '_related', lambda self, symbol: related(self, symbol)[::-1])
+  assert read() == want
+
+
+@pytest.mark.slow
 def test_parents_do_not_depend_on_the_hash_seed(net):
-  """nltk stores pointers in sets; our wrappers sort, so data built on WordNet is reproducible."""
+  """nltk stores pointers in sets; our wrappers sort, so data built on WordNet
+  is reproducible: two processes with different hash seeds agree."""
   import os
   import subprocess
   import sys

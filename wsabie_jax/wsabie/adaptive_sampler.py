@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -35,6 +37,7 @@ class SamplerState(NamedTuple):
   refreshed_at: jax.Array  # int32: the step of this snapshot
 
 
+@jax.jit  # one program at start and in tests (inside the step it is traced inline)
 def refresh(W_YxD: jax.Array, step: jax.Array) -> SamplerState:
   """Alg. 1 ll. 6–9: sort the labels by each factor, and μ_f, σ_f. O(D·Y·log Y)."""
   W_DxY = W_YxD.T
@@ -108,6 +111,7 @@ def draw_one(sampler: SamplerState, image_D: jax.Array, u_Kx2: jax.Array,
   return sampler.order_DxY[factor_K, position_K]
 
 
+@functools.partial(jax.jit, static_argnames='rank_scale')  # one program outside a step
 def draw(sampler: SamplerState, image_BxD: jax.Array, u_BxKx2: jax.Array,
          rank_scale: float) -> jax.Array:
   """`draw_one` for B images (vmapped): labels (B, K)."""
