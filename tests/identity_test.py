@@ -589,3 +589,18 @@ def test_file_system_errors_are_one_line(error, line):
   """Was: OSError tracebacks for a read-only workdir or a full disk."""
   from wsabie_jax.api import cli
   assert cli.error_line(error) == line
+
+
+def test_a_run_that_stored_an_older_name_still_resumes_and_loads(tmp_path):
+  """model.tables' trace-time choice was once 'auto' (now 'by_size': 'auto'
+  means fitted and recorded only): a record or config.json holding it reads as
+  the new name, and a real change is still refused."""
+  from wsabie_jax.wsabie import settings as wsabie_settings
+  now = {'config': {'model.tables': 'by_size', 'model.dim': 8}}
+  assert identity.config_changes({'config': {'model.tables': 'auto', 'model.dim': 8}}, now) == []
+  assert identity.config_changes({'config': {'model.tables': 'rows', 'model.dim': 8}}, now) == [
+      "model.tables ('rows' → 'by_size')"]
+  (tmp_path / 'config.json').write_text(json.dumps({'model': {'tables': 'auto', 'dim': 8}}))
+  assert workdir_lib.load_config(tmp_path).model.tables == 'by_size'
+  with pytest.raises(ValueError, match="'by_size'"):  # a new config names the choice
+    wsabie_settings.ModelConfig(tables='auto')

@@ -13,14 +13,14 @@ from wsabie_jax.data import batching, synthetic
 
 
 @pytest.mark.parametrize('loss,optimizer,sampler,tables', [
-    ('warp', 'adagrad', 'uniform', 'auto'), ('warp', 'adagrad', 'uniform', 'rows'),
-    ('warp', 'sgd', 'uniform', 'whole'), ('auc', 'sgd', 'uniform', 'auto'),
-    ('warp', 'adagrad', 'adaptive', 'auto'), ('auc', 'sgd', 'adaptive', 'rows'),
-    ('exact', 'adagrad', 'uniform', 'auto'), ('exact', 'sgd', 'uniform', 'rows'),
-    ('warp', 'adagrad', 'shared', 'auto')])
+    ('warp', 'adagrad', 'uniform', 'by_size'), ('warp', 'adagrad', 'uniform', 'rows'),
+    ('warp', 'sgd', 'uniform', 'whole'), ('auc', 'sgd', 'uniform', 'by_size'),
+    ('warp', 'adagrad', 'adaptive', 'by_size'), ('auc', 'sgd', 'adaptive', 'rows'),
+    ('exact', 'adagrad', 'uniform', 'by_size'), ('exact', 'sgd', 'uniform', 'rows'),
+    ('warp', 'adagrad', 'shared', 'by_size')])
 def test_four_devices_match_one(loss, optimizer, sampler, tables):
   """Gathered rows are all-gathered, tables read whole (wsabie/table_reads.py) summed;
-  'auto' reads the labels whole here for WARP (Y 60 ≤ 24·(K+Q)). Sampler 'shared':
+  'by_size' reads the labels whole here for WARP (Y 60 ≤ 24·(K+Q)). Sampler 'shared':
   uniform draws shared by the batch's rows (every device draws the same K)."""
   cpus = jax.devices('cpu')
   assert len(cpus) >= 4, 'tests/conftest.py forces 4 CPU devices'

@@ -23,7 +23,7 @@ def _cfg(**kw):
                                           optimizer='adagrad', max_norm=1.0), **kw})
 
 
-def test_auto_reads_whole_only_where_cheaper_and_possible():
+def test_by_size_reads_whole_only_where_cheaper_and_possible():
   small = _cfg(num_draws=10)  # Y 40 ≤ 24·(10 + 1)
   assert table_reads.choose(small, 64, 1, 64 * 10, 300) == table_reads.Whole(True, False)  # 64·300 > 20·640
   assert table_reads.choose(small, 64, 1, 64 * 10, 20).features  # 64·20 ≤ 20·640

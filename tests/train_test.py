@@ -369,6 +369,14 @@ def test_total_steps_of_each_schedule():
   assert settings.total_steps(T(num_epochs='auto'), 10) == settings.AUTO_EPOCHS * 10
   assert settings.total_steps(T(num_epochs='auto', max_seconds=5.0), 10) == settings.UNCAPPED
   assert settings.total_steps(T(num_epochs='auto', max_steps=7, max_seconds=5.0), 10) == 7
+  assert settings.total_steps(T(num_epochs=0, max_seconds=5.0), 10) == settings.UNCAPPED
+  with pytest.raises(ValueError, match='nothing would end the run'):
+    T(num_epochs=0)
+  # 'auto' is resolved when the run starts, and recorded (config.json holds no 'auto').
+  assert settings.resolved(T(num_epochs='auto', max_seconds=5.0), 'cpu') == {
+      'num_epochs': 0, 'plan_packs': 'host'}
+  assert settings.resolved(T(num_epochs=3, plan_packs='device'), 'cpu') == {}
+  assert settings.resolved(T(), 'gpu') == {'plan_packs': 'device'}
 
 
 @pytest.mark.parametrize('process_zero', [0, 1])
@@ -497,7 +505,8 @@ def test_summaries_are_readable_events(tmp_path):
 def test_the_calls_fitted_to_the_platform_and_their_input_wait_are_recorded(tmp_path,
                                                                             monkeypatch):
   """train.steps_per_call and train.input_threads left 0 are the CPU's values
-  in config.json (settings.ON_CPU), never 0; the loop's wait for each call's
+  in config.json (settings.ON_CPU), never 0, and num_epochs and plan_packs
+  'auto' their resolved values; the loop's wait for each call's
   input is timed (a fake timer: each call waits 0.125 s) into the call's stats,
   the train log's input_wait_ms and metrics.json's input_wait_seconds."""
   from wsabie_jax.training import dispatch, recorder as recorder_lib
@@ -507,9 +516,15 @@ def test_the_calls_fitted_to_the_platform_and_their_input_wait_are_recorded(tmp_
   calls, call = [], dispatch.Dispatcher.__call__
   monkeypatch.setattr(dispatch.Dispatcher, '__call__',
                       lambda self, *a: calls.append(call(self, *a)) or calls[-1])
-  metrics = run.train_and_evaluate(_tiny_config(max_steps=40, eval_every_steps=10), tmp_path)
-  recorded = json.loads((tmp_path / 'config.json').read_text())['train']
+  metrics = run.train_and_evaluate(_tiny_config(max_steps=40, eval_every_steps=10,
+                                                num_epochs='auto'), tmp_path)
+  stored = json.loads((tmp_path / 'config.json').read_text())
+  recorded = stored['train']
   assert (recorded['steps_per_call'], recorded['input_threads']) == (16, 1)
+  # 'auto' means fitted and recorded: config.json holds the values the run took.
+  from wsabie_jax.training import identity, settings
+  assert (recorded['num_epochs'], recorded['plan_packs']) == (settings.AUTO_EPOCHS, 'host')
+  assert 'auto' not in identity.flatten(stored).values()
   assert len(calls) == 4 and all(stats['input_wait_seconds'] == 0.125 for _, stats, _ in calls)
   assert metrics['input_wait_seconds'] == 0.5
   assert recorder_lib.read_stats(calls[0][1])['input_wait_ms'] == 125.0

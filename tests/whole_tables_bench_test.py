@@ -1,4 +1,4 @@
-"""The `tables` benchmark suite runs and reports what 'auto' picks (figures are
+"""The `tables` benchmark suite runs and reports what 'by_size' picks (figures are
 printed by launch/benchmark.py --suite=tables, not asserted)."""
 from wsabie_jax.benchmarks import gather_vs_whole
 from tests.identity_test import _libsvm_set
@@ -13,10 +13,10 @@ def test_tables_suite_reports_each_reading(tmp_path):
                                    seconds=0.05)
   assert (row['Y'], row['B'], row['K']) == (12, 128, 11)  # B's floor; K = Y − 1 (the exact rank)
   # labels: the exact rank reads Y ≤ label_chunk whole; features: B·d = 128·41 ≤ 20·N slots
-  assert row['auto'] == {'labels': True, 'features': True}
-  assert all(row[f'ms_{k}'] > 0 for k in ('rows', 'auto', 'both'))
+  assert row['by_size'] == {'labels': True, 'features': True}
+  assert all(row[f'ms_{k}'] > 0 for k in ('rows', 'by_size', 'both'))
   grid = gather_vs_whole.grid(small=True, seconds=0.05)
   assert len(grid) == 4 and all(r['ms_rows'] > 0 and r['ms_whole'] > 0 for r in grid)
   # labels: Y 50, 100 ≤ 24·(10 + 1) (tables_test has the bound's edges);
   # features: B·d ≥ 64·3000 > 20·(64·100 slots)
-  assert [r['auto_whole'] for r in grid] == [True, True, False, False]
+  assert [r['by_size_whole'] for r in grid] == [True, True, False, False]

@@ -1,6 +1,6 @@
 """The `tables` suite (launch/benchmark.py --suite=tables): the WSABIE step with
 its tables read by gathered rows against read whole by matmuls (wsabie/table_reads.py),
-on the panel's real data and on a synthetic grid around 'auto''s rule.
+on the panel's real data and on a synthetic grid around 'by_size''s rule.
 
 Times are of the step alone, `STEPS` steps a dispatch as the training loop
 runs them (a scan over real batches of the data), after compilation.
@@ -73,7 +73,7 @@ def _reading(cfg: step_lib.StepConfig, kind: str) -> step_lib.StepConfig:
 
 def on_data(specs, config_path: str = 'configs/wsabie_mulan.py', seconds: float = 1.5) -> list[dict]:
   """Each panel set with its config's B, Q and K: ms/step with rows, with what
-  'auto' picks, and with both tables whole."""
+  'by_size' picks, and with both tables whole."""
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
@@ -83,22 +83,22 @@ def on_data(specs, config_path: str = 'configs/wsabie_mulan.py', seconds: float 
     Q = config.train.positives_per_row
     stream = batching.PairStream(train, B, 0, positives_per_row=Q)
     slots = stream.batch(0).feat_idx_SxN.size
-    auto = table_reads.choose(cfg, B, Q, slots, train.num_features)
+    by_size = table_reads.choose(cfg, B, Q, slots, train.num_features)
     ms = {k: 1e3 * seconds_per_step(_reading(cfg, kind), stream, train.num_features, seconds)
-          for k, kind in (('rows', 'rows'), ('auto', 'auto'), ('both', 'whole'))}
+          for k, kind in (('rows', 'rows'), ('by_size', 'by_size'), ('both', 'whole'))}
     pairs = B * stream.pairs_per_row
     rows.append({'set': name, 'Y': train.num_labels, 'd': train.num_features, 'B': B, 'Q': Q,
-                 'K': cfg.loss.num_draws, 'slots': slots, 'auto': auto._asdict(),
+                 'K': cfg.loss.num_draws, 'slots': slots, 'by_size': by_size._asdict(),
                  **{f'ms_{k}': v for k, v in ms.items()},
                  **{f'pairs_per_sec_{k}': pairs / v * 1e3 for k, v in ms.items()}})
   print('\nWSABIE step: gathered rows vs tables read whole (ms/step, scanned; D from the config)')
-  print(f'{"set":<12} {"Y":>5} {"d":>5} {"B":>5} {"Q":>3} {"K":>4} {"auto reads whole":<17} '
-        f'{"rows":>7} {"auto":>7} {"both":>7} {"rows÷auto":>9} {"pairs/s auto":>12}')
+  print(f'{"set":<12} {"Y":>5} {"d":>5} {"B":>5} {"Q":>3} {"K":>4} {"by_size: whole":<17} '
+        f'{"rows":>7} {"by_size":>7} {"both":>7} {"rows÷size":>9} {"pairs/s size":>12}')
   for r in rows:
-    picked = '+'.join(k for k, v in r['auto'].items() if v) or '-'
+    picked = '+'.join(k for k, v in r['by_size'].items() if v) or '-'
     print(f'{r["set"]:<12} {r["Y"]:>5} {r["d"]:>5} {r["B"]:>5} {r["Q"]:>3} {r["K"]:>4} {picked:<17} '
-          f'{r["ms_rows"]:>7.2f} {r["ms_auto"]:>7.2f} {r["ms_both"]:>7.2f} '
-          f'{r["ms_rows"] / r["ms_auto"]:>9.2f} {r["pairs_per_sec_auto"]:>12,.0f}')
+          f'{r["ms_rows"]:>7.2f} {r["ms_by_size"]:>7.2f} {r["ms_both"]:>7.2f} '
+          f'{r["ms_rows"] / r["ms_by_size"]:>9.2f} {r["pairs_per_sec_by_size"]:>12,.0f}')
   return rows
 
 
@@ -122,12 +122,12 @@ def grid(small: bool = False, seconds: float = 1.5) -> list[dict]:
                          for kind in ('rows', side))
     rows.append({'side': side, 'Y': Y, 'K': cfg.loss.num_draws, 'd': d, 'nnz': nnz, 'B': B,
                  'ms_rows': rows_ms, 'ms_whole': whole_ms,
-                 'auto_whole': getattr(table_reads.choose(cfg, B, 1, slots, d), side)})
+                 'by_size_whole': getattr(table_reads.choose(cfg, B, 1, slots, d), side)})
   print(f'\nOne table read whole vs gathered rows, synthetic (B {B}, D {D}; ms/step)')
   print(f'{"side":<9} {"Y":>6} {"K":>4} {"d":>6} {"nnz":>4} {"rows":>7} {"whole":>7} '
-        f'{"rows÷whole":>10} {"auto":>6}')
+        f'{"rows÷whole":>10} {"by_size":>7}')
   for r in rows:
     print(f'{r["side"]:<9} {r["Y"]:>6} {r["K"]:>4} {r["d"]:>6} {r["nnz"]:>4} {r["ms_rows"]:>7.2f} '
           f'{r["ms_whole"]:>7.2f} {r["ms_rows"] / r["ms_whole"]:>10.2f} '
-          f'{"whole" if r["auto_whole"] else "rows":>6}')
+          f'{"whole" if r["by_size_whole"] else "rows":>7}')
   return rows

@@ -42,7 +42,7 @@ SECTIONS = ('model', 'loss', 'optim')
 
 
 def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml_collections.ConfigDict:
-  """Paper 002's defaults: sections model, loss, optim (parts/step.py) and proxy
+  """Paper 002's defaults: sections model, loss, optim (parts/settings.py) and proxy
   (parts/proxy.py) on synset-labelled data (the WordNet-mode synthetic default)."""
   defaults = to_config(parts.PartsConfig)
   if data is None:

@@ -35,7 +35,7 @@ SECTIONS = ('model', 'loss', 'optim')
 
 def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml_collections.ConfigDict:
   """Paper 004's defaults on the given data (the synthetic default when None):
-  sections model, loss, optim (skipgram/step.py), words, oov."""
+  sections model, loss, optim (skipgram/settings.py), words, oov."""
   defaults = to_config(skipgram_step.SkipGramConfig)
   return run_config.assemble(
       'skipgram', {name: defaults[name] for name in SECTIONS},

@@ -79,11 +79,11 @@ def compiler_options(deterministic: bool) -> dict:
 
 
 def plans_on_host(train, mesh) -> bool:
-  """Whether the host plans the calls' packs (`train.plan_packs`, one of
-  training/settings.PLAN_PACKS; 'auto': where the devices are CPUs; the module
-  docstring says why)."""
-  where = train.plan_packs
-  return where == 'host' or (where == 'auto' and parallel.platform(mesh) == 'cpu')
+  """Whether the host plans the calls' packs (`train.plan_packs`, 'auto'
+  resolved for the mesh's platform by settings.resolved; the module docstring
+  says why)."""
+  where = settings.resolved(train, parallel.platform(mesh)).get('plan_packs', train.plan_packs)
+  return where == 'host'
 
 
 def checked(step):
@@ -124,43 +124,51 @@ class Dispatcher:
     per_call = train.steps_per_call or fitted['steps_per_call']
     threads = train.input_threads or fitted['input_threads']
     stream = method.stream
-    self.planned = False  # the host plans the packs (resident calls only)
     # The validation interval the calls are cut at, read as each call is built
     # (the loop's hooks may move it).
     eval_every = eval_every or (lambda: train.eval_every_steps)
     schedule = call_schedule(start_step, total_steps, per_call,
                              lambda: (eval_every(), train.checkpoint_every_steps))
-    resident = stream.resident
-    # Several processes: a streamed batch is built where it is used, each
-    # process its own rows of every step's batch (streams take `rows`), never
-    # the others'. Resident data is on every device already; ids are tiny.
-    self.rows = (parallel.local_rows(train.batch_size)
-                 if jax.process_count() > 1 and not resident else None)
-    if self.rows is not None:
-      log.info('process %d builds rows %d-%d of each batch of %d', jax.process_index(),
-               self.rows[0], self.rows[1] - 1, train.batch_size)
-    if per_call == 1:
-      self.mode = 'per step'
-      self.fn = self._compile_one(method)
-      calls = ((s, 1, self._counted(self._batch(stream, s)), None) for s, _ in schedule)
-      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=0), None)
-    else:
-      self.planned = resident and stream.plans and plans_on_host(train, self.mesh)
-      self.mode = ('resident, packs planned on the host' if self.planned else 'resident'
-                   ) if resident else 'streamed'
-      self._per_call, self._fns = per_call, {}
-      self.table = self._replicate(stream.table()) if resident else {}
-      calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
-      put = lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
+    self.rows = self._rows_of_this_process(train, stream.resident)
+    calls, put = self._inputs(train, stream, schedule, per_call)
     log.info('%s: %d steps a call (%s)', parallel.platform(self.mesh), per_call, self.mode)
     self.call_bytes = 0  # the most one call's input (its ids, plans or batches) has held
     # Streamed batches are built on `threads` threads (in order: the same batches).
     self._builders = (concurrent.futures.ThreadPoolExecutor(threads, 'batch-builder')
-                      if not resident and threads > 1 else None)
+                      if not stream.resident and threads > 1 else None)
     self.calls = batching.prefetch(calls, size=self.PREFETCH, put=put)
     self.input_wait_seconds = 0.0  # the loop's wait for the calls' input, all calls
     self._executables = {}  # by the packs' budget class and the inputs' shapes
     self.compile_seconds = 0.0  # spent compiling calls: the loop leaves it out of the steps' time
+
+  def _rows_of_this_process(self, train, resident: bool) -> tuple[int, int] | None:
+    """Several processes: a streamed batch is built where it is used, each
+    process its own rows of every step's batch (streams take `rows`), never
+    the others'. Resident data is on every device already; ids are tiny."""
+    if jax.process_count() == 1 or resident:
+      return None
+    rows = parallel.local_rows(train.batch_size)
+    log.info('process %d builds rows %d-%d of each batch of %d', jax.process_index(),
+             rows[0], rows[1] - 1, train.batch_size)
+    return rows
+
+  def _inputs(self, train, stream, schedule, per_call: int):
+    """(the calls' inputs as the host builds them, one per (first step, steps)
+    of `schedule`; how one is put on the devices), and the mode they run in."""
+    resident = stream.resident
+    self.planned = False  # the host plans the packs (resident calls only)
+    if per_call == 1:
+      self.mode = 'per step'
+      self.fn = self._compile_one(self._method)
+      calls = ((s, 1, self._counted(self._batch(stream, s)), None) for s, _ in schedule)
+      return calls, lambda c: (c[0], c[1], self._put_batch(c[2], axis=0), None)
+    self.planned = resident and stream.plans and plans_on_host(train, self.mesh)
+    self.mode = ('resident, packs planned on the host' if self.planned else 'resident'
+                 ) if resident else 'streamed'
+    self._per_call, self._fns = per_call, {}
+    self.table = self._replicate(stream.table()) if resident else {}
+    calls = (self._call_input(stream, s, n, per_call, resident) for s, n in schedule)
+    return calls, lambda c: (c[0], c[1], self._put_batch(c[2], axis=1), c[3])
 
   def input_held(self) -> str:
     """What the host holds of the input at most: the calls in flight and the

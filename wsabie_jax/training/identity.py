@@ -31,6 +31,20 @@ INPUT_KEYS = ('train_path', 'test_path', 'labels_path', 'shards_dir', 'featurize
               'manual_dir')
 # ... and where tfds keeps what it prepared from them (made absolute, not fingerprinted).
 PATH_KEYS = INPUT_KEYS + ('data_dir',)
+# Values an older version wrote that now have another name ('auto' means fitted
+# and recorded only): a stored config reads them as the new ones, so its run
+# still resumes, evaluates and annotates.
+RENAMED = {'model.tables': {'auto': 'by_size'}}
+
+
+def upgraded(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A stored config (config.json) with RENAMED values under their new names, in place."""
+  for key, names in RENAMED.items():
+    section, field = key.split('.')
+    value = config[section].get(field) if section in config else None
+    if isinstance(value, str) and value in names:
+      config[section][field] = names[value]
+  return config
 
 
 def absolute_paths(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -102,7 +116,9 @@ def data_changes(stored: dict, now: dict, keys=None) -> list[str]:
 
 def config_changes(stored: dict, now: dict) -> list[str]:
   """'key (stored → now)' for each config field that differs."""
-  was, is_ = stored.get('config', {}), now['config']
+  was = {k: RENAMED.get(k, {}).get(v, v) if isinstance(v, str) else v
+         for k, v in stored.get('config', {}).items()}
+  is_ = now['config']
   return [f'{k} ({was[k]!r} → {is_.get(k, "absent")!r})' for k in sorted(was)
           if is_.get(k) != was[k]]
 

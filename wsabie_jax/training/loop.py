@@ -9,6 +9,7 @@ method (what to train, how to validate and test it) comes in as plain data
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -42,54 +43,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
                        force_new: bool = False, allow_data_change: bool = False) -> dict:
   """Trains (resuming from workdir), evaluates the best checkpoint, writes metrics.json.
 
-  The workdir is locked for the run (a second run there stops at once), and a
-  run it already holds is resumed only with the same config up to
-  workdir.MAY_CHANGE and the same data files (identity.py; or any data with
-  `allow_data_change`), checked before anything is written; so are the data
-  themselves (`build` reads them): a workdir created for a run that fails
-  there is removed again. `force_new` moves a previous run aside
-  (WORKDIR.old-TIME) and starts afresh. Data paths are kept absolute.
-  Several processes (training/hosts.py): first they check that each was
-  started with the same run; then process 0 alone checks and writes the
-  workdir's files and holds the lock; the others wait for it.
+  A run the locked workdir holds resumes only with the same config up to
+  workdir.MAY_CHANGE and data (identity.py; `allow_data_change`: any data),
+  checked before anything is written; `force_new` sets it aside. Several
+  processes first agree on the run; process 0 alone writes the workdir.
   """
   workdir = workdir_lib.resolve(workdir)
-  config = identity.absolute_paths(config)
+  config = identity.absolute_paths(config)  # (data paths kept absolute)
   run_identity = identity.of_run(config, workdir_lib.MAY_CHANGE)
-  try:
-    hosts.check_same_run({'workdir': str(workdir), 'devices': jax.local_device_count(),
-                          **identity.config_fields(config),  # (files hashed once, above)
-                          **{k: f.get('sha256') for k, f in run_identity['data'].items()}},
-                         timeout=hosts.AGREE_SECONDS)
-  except hosts.Disagree as error:
-    hosts.exit_together(str(error))
+  _agree(config, workdir, run_identity)
   writer = hosts.is_writer()
-  created = False
-  if writer:
-    if force_new:
-      workdir_lib.set_aside(workdir)
-    workdir_lib.check_for_training(workdir)
-    created = not workdir.exists()
-    workdir.mkdir(parents=True, exist_ok=True)
-  platform = config.train.platform
+  created = writer and _claim(workdir, force_new)
   written = False
   try:
     # Before anything is written: a mesh that leaves out a process is an error on every one.
-    mesh = parallel.make_mesh(config.train.num_devices,
-                              jax.devices(platform) if platform else None)
+    platform = config.train.platform
+    mesh = parallel.make_mesh(config.train.num_devices, jax.devices(platform) if platform else None)
     with workdir_lib.Lock(workdir) if writer else contextlib.nullcontext():
       if writer:
         workdir_lib.check_resume(workdir, config, run_identity, allow_data_change)
       method = build(config, mesh)
-      # ('auto' fields fitted to the data; then the calls' sizes to the devices)
-      config, values = settings.fitted_to_platform(method.config, parallel.platform(mesh))
-      if values:
-        log.info('fitted to the %s: %s', parallel.platform(mesh),
-                 ', '.join(f'{k}={v}' for k, v in values.items()))
-      settings.check_fitted(config, config.method)
-      parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
-                          method.description)
-      parallel.check_batch(config.train.batch_size, method.stream.num_examples)
+      config = _fitted(method, mesh)
       if writer:
         workdir_lib.mark(workdir)
         workdir_lib.write_file(workdir / 'config.json', config.to_json_best_effort(indent=2))
@@ -106,18 +80,47 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
         workdir.rmdir()
 
 
+def _agree(config, workdir: pathlib.Path, run_identity: dict) -> None:
+  """Every process started with the same run (config, workdir, device count,
+  data), or all leave with one line naming what differs."""
+  try:
+    hosts.check_same_run({'workdir': str(workdir), 'devices': jax.local_device_count(),
+                          **identity.config_fields(config),  # (files hashed once, by of_run)
+                          **{k: f.get('sha256') for k, f in run_identity['data'].items()}},
+                         timeout=hosts.AGREE_SECONDS)
+  except hosts.Disagree as error:
+    hosts.exit_together(str(error))
+
+
+def _claim(workdir: pathlib.Path, force_new: bool) -> bool:
+  """The workdir made ready for this run (a previous one set aside with
+  `force_new`; refused if it is not a run folder of ours): whether it was created."""
+  if force_new:
+    workdir_lib.set_aside(workdir)
+  workdir_lib.check_for_training(workdir)
+  created = not workdir.exists()
+  workdir.mkdir(parents=True, exist_ok=True)
+  return created
+
+
+def _fitted(method: Method, mesh) -> ml_collections.ConfigDict:
+  """The method's config with its 'auto' fields fitted to the data (by `build`)
+  and the calls' sizes to the devices, checked to fit them."""
+  config, values = settings.fitted_to_platform(method.config, parallel.platform(mesh))
+  if values:
+    log.info('fitted to the %s: %s', parallel.platform(mesh),
+             ', '.join(f'{k}={v}' for k, v in values.items()))
+  settings.check_fitted(config, config.method)
+  parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
+                      method.description)
+  parallel.check_batch(config.train.batch_size, method.stream.num_examples)
+  return config
+
+
 def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> dict:
-  metric = config.train.select_metric
-  if metric not in method.select_metrics:
-    raise ValueError(f'config.train.select_metric={metric!r} is not one of '
-                     f'{sorted(method.select_metrics)}')
-  log.info('data: %s', method.description)
-  if hosts.is_writer():
-    workdir_lib.save_vocabulary(workdir, method.vocabulary)
-  if method.mesh.devices.size > 1:
-    log.info('data parallel over %d devices (%d a process, %d processes)',
-             method.mesh.devices.size, len(parallel.local_devices(method.mesh)),
-             jax.process_count())
+  """The run in a checked workdir: resumed or started, trained, its best state
+  tested; metrics.json written."""
+  metric = _start(config, workdir, method)
   ckpts = checkpoints.Checkpoints(workdir)
   hosts.WHEREABOUTS.checkpoints = pathlib.Path(ckpts.latest.directory)
   summaries = None
@@ -142,23 +145,45 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
     if summaries is not None:
       summaries.close()
     ckpts.close()
-  r = recorder.record
-  steps = int(jax.device_get(state.step))
-  rows_done = steps * config.train.batch_size
-  pairs_done = rows_done * method.stream.pairs_per_row
-  result.update(steps=steps, best_step=r.best_step, **{f'valid_{metric}': r.best_metric},
-                train_seconds=r.train_seconds,
-                eval_every_steps=r.eval_every_steps or config.train.eval_every_steps,
-                train_examples_per_sec=pairs_done / max(r.step_seconds, 1e-9),
-                stopped=Stop(r.stopped).value or 'completed',
-                epochs=rows_done / method.stream.num_examples,
-                input_wait_seconds=r.input_wait_seconds, rate_drops=r.rate_drops)
-  summaries.scalars(steps, result, 'test')
+  result = _with_run_figures(result, config, method, recorder.record, state)
+  summaries.scalars(result['steps'], result, 'test')
   recorder.warn_if_below_baseline(result, 'test')
   if hosts.is_writer():
     workdir_lib.write_file(workdir / 'metrics.json',
                            json.dumps(metrics_lib.for_file(result), indent=2, sort_keys=True))
   return result
+
+
+def _start(config, workdir: pathlib.Path, method: Method) -> str:
+  """The metric that selects the best state, checked; the data and devices
+  logged, the vocabulary saved."""
+  metric = config.train.select_metric
+  if metric not in method.select_metrics:
+    raise ValueError(f'config.train.select_metric={metric!r} is not one of '
+                     f'{sorted(method.select_metrics)}')
+  log.info('data: %s', method.description)
+  if hosts.is_writer():
+    workdir_lib.save_vocabulary(workdir, method.vocabulary)
+  if method.mesh.devices.size > 1:
+    log.info('data parallel over %d devices (%d a process, %d processes)',
+             method.mesh.devices.size, len(parallel.local_devices(method.mesh)),
+             jax.process_count())
+  return metric
+
+
+def _with_run_figures(result: dict, config, method: Method, r: RunRecord, state) -> dict:
+  """The test metrics with the run's own figures (metrics.json's other keys)."""
+  metric = config.train.select_metric
+  steps = int(jax.device_get(state.step))
+  rows_done = steps * config.train.batch_size
+  pairs_done = rows_done * method.stream.pairs_per_row
+  return {**result, 'steps': steps, 'best_step': r.best_step, f'valid_{metric}': r.best_metric,
+          'train_seconds': r.train_seconds,
+          'eval_every_steps': r.eval_every_steps or config.train.eval_every_steps,
+          'train_examples_per_sec': pairs_done / max(r.step_seconds, 1e-9),
+          'stopped': Stop(r.stopped).value or 'completed',
+          'epochs': rows_done / method.stream.num_examples,
+          'input_wait_seconds': r.input_wait_seconds, 'rate_drops': r.rate_drops}
 
 
 def _resumed(saved: dict, metric: str) -> str:
@@ -175,9 +200,9 @@ def _resumed(saved: dict, metric: str) -> str:
 
 
 def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):
-  """Alg. 1's outer loop: steps until a budget or patience runs out (patience first sends
-  the run back to its best at a lower rate, train.plateau_drops times); validation (the best
-  kept) and checkpoints at the calls' boundaries; time, logs and the stop decision in hooks.py."""
+  """Alg. 1's outer loop: calls of steps until a budget or patience runs out;
+  after each, the hooks (time, logs, the stop decision: hooks.py), then the
+  boundary's validation, rate drop and checkpoint (`_at_boundary`)."""
   train, r, stream = config.train, recorder.record, method.stream
   total = settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
   step = start = int(state.step)
@@ -187,6 +212,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   steps = dispatch.Dispatcher(train, method, start, total, eval_every=lambda: spacing.every)
   train_log = hooks.TrainLog(train, total, stream.pairs_per_row, train.max_seconds
                              - r.train_seconds, summaries, lambda stats: _check_finite(stats, ckpts))
+  at_boundary = functools.partial(_at_boundary, train=train, method=method, recorder=recorder,
+                                  ckpts=ckpts, clock=clock, steps=steps, spacing=spacing)
   state = steps.place(at_rate(state, train, r))
   with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
     after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing]
@@ -198,19 +225,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
         call = hooks.Call(step, done, state, stats, first=step - done == start)
         for hook in after:
           hook.after(call)
-        last = step == total or call.stop == Stop.MAX_SECONDS
-        validate = hooks.crossed(step, done, spacing.every) or last
-        save = hooks.crossed(step, done, train.checkpoint_every_steps) or last or call.stop
-        if validate or save:
-          seconds = _check_and_validate(call, validate, method, recorder, ckpts, clock)
-          if seconds is not None:
-            spacing.validated(seconds)
-        if call.stop == Stop.EARLY_STOPPING and r.rate_drops < train.plateau_drops:
-          with clock.excluded():  # (the calls built ahead stay valid: no step is replayed)
-            state = call.state = steps.place(_back_to_best(call, train, r, ckpts))
-          call.stop, save = Stop.NONE, True  # (a resumed run goes on at the lowered rate)
-        if save or call.stop:
-          _save(call, stream, recorder, ckpts, clock)
+        state = at_boundary(call, last=step == total)
         if call.stop:
           _stop(call, requests, ckpts)
           break
@@ -223,6 +238,29 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   log.info('waited %.2f s for the calls\' input in %.2f s of steps', steps.input_wait_seconds,
            clock.step_seconds)
   return state
+
+
+def _at_boundary(call, last: bool, train, method: Method, recorder: Recorder, ckpts,
+                 clock: Clock, steps, spacing):
+  """After a call: at a validation interval (or the last call) the state is
+  checked and validated; patience run out sends it back to its best at a
+  lower rate (train.plateau_drops times, then the run stops); at a checkpoint
+  interval or a stop it is saved. Returns the state to go on from."""
+  r = recorder.record
+  last = last or call.stop == Stop.MAX_SECONDS
+  validate = hooks.crossed(call.step, call.done, spacing.every) or last
+  save = hooks.crossed(call.step, call.done, train.checkpoint_every_steps) or last or call.stop
+  if validate or save:
+    seconds = _check_and_validate(call, validate, method, recorder, ckpts, clock)
+    if seconds is not None:
+      spacing.validated(seconds)
+  if call.stop == Stop.EARLY_STOPPING and r.rate_drops < train.plateau_drops:
+    with clock.excluded():  # (the calls built ahead stay valid: no step is replayed)
+      call.state = steps.place(_back_to_best(call, train, r, ckpts))
+    call.stop, save = Stop.NONE, True  # (a resumed run goes on at the lowered rate)
+  if save or call.stop:
+    _save(call, method.stream, recorder, ckpts, clock)
+  return call.state
 
 
 def at_rate(state, train, record: RunRecord):

@@ -28,9 +28,9 @@ class TrainConfig:
   # WSABIE: a row holds one image and up to this many of its positive pairs,
   # embedded and scored once for all of them (data/batching.PairStream); 1: a pair a row.
   positives_per_row: Annotated[int, AUTO] = 1
-  # Epochs to train: a cap with or without a time budget. 'auto': AUTO_EPOCHS
-  # without one; with max_seconds no cap, so the budget and patience end the
-  # run however many epochs that takes (`total_steps`).
+  # Epochs to train: a cap with or without a time budget; 0: no cap (the
+  # budget or patience ends the run). 'auto', fitted to the budget when the run
+  # starts and recorded: AUTO_EPOCHS without one, 0 with max_seconds.
   num_epochs: Annotated[int, AUTO, MAY_CHANGE] = 15
   # > 0 overrides num_epochs
   max_steps: Annotated[int, MAY_CHANGE] = 0
@@ -63,7 +63,7 @@ class TrainConfig:
   # 0: the platform's (`for_platform`). The batches do not depend on it.
   input_threads: Annotated[int, MAY_CHANGE] = 0
   # Where a call's packed non-zeros are planned: 'host', 'device', or 'auto'
-  # (the host where the devices are CPUs).
+  # (fitted to the platform and recorded: the host where the devices are CPUs).
   plan_packs: str = 'auto'
   # Resident data: gather (and pack) a call's batches in one pass before its
   # steps instead of one step at a time: one set of small kernels a call, not
@@ -87,8 +87,9 @@ class TrainConfig:
                  num_devices='>=0', steps_per_call='>=0', input_threads='>=0',
                  probe_pairs='>=0')
     check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS})
-    if not (self.max_steps or self.num_epochs):
-      raise ValueError('train: num_epochs and max_steps are both 0 (nothing to train)')
+    if not (self.max_steps or self.num_epochs or self.max_seconds):
+      raise ValueError('train: num_epochs, max_steps and max_seconds are all 0 (nothing '
+                       'would end the run)')
 
 
 # The settings a run fits to the platform it runs on when its config says 0:
@@ -114,24 +115,37 @@ def for_platform(train, platform: str, cpus: int | None = None) -> dict:
 
 def fitted_to_platform(config: ml_collections.ConfigDict, platform: str) -> tuple[
     ml_collections.ConfigDict, dict]:
-  """(a copy of config with `for_platform`'s values in place of 0,
-  {'train.field': value} of those)."""
-  values = for_platform(config.train, platform)
+  """(a copy of config with `for_platform`'s values in place of 0 and the
+  train section's 'auto' fields resolved (`resolved`), {'train.field': value}
+  of those): config.json records them, so it holds no 'auto' and no 0 that
+  the run decided."""
+  values = {**for_platform(config.train, platform), **resolved(config.train, platform)}
   if not values:
     return config, {}
   out = ml_collections.ConfigDict(config.to_dict())
-  out.train.update(values)
+  with out.ignore_type():  # ('auto' becomes its value)
+    out.train.update(values)
   return out, {f'train.{name}': value for name, value in values.items()}
 
 
+def resolved(train, platform: str) -> dict:
+  """{field: value} of the train section's 'auto' fields that the platform and
+  the budget decide: plan_packs (the host on a CPU, else the device) and
+  num_epochs (AUTO_EPOCHS, or 0, no cap, where max_seconds ends the run)."""
+  out = {}
+  if train.plan_packs == AUTO:
+    out['plan_packs'] = 'host' if platform == 'cpu' else 'device'
+  if train.num_epochs == AUTO:
+    out['num_epochs'] = 0 if train.max_seconds else AUTO_EPOCHS
+  return out
+
+
 def total_steps(train, steps_per_epoch: int) -> int:
-  """The steps a run may take: max_steps, else num_epochs' (train.num_epochs
-  'auto': AUTO_EPOCHS, or UNCAPPED where max_seconds is the limit)."""
+  """The steps a run may take: max_steps, else num_epochs' (0: UNCAPPED)."""
   if train.max_steps:
     return train.max_steps
-  if train.num_epochs == AUTO:
-    return UNCAPPED if train.max_seconds else AUTO_EPOCHS * steps_per_epoch
-  return train.num_epochs * steps_per_epoch
+  epochs = resolved(train, '').get('num_epochs', train.num_epochs)
+  return epochs * steps_per_epoch if epochs else UNCAPPED
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,7 +60,8 @@ def _vocabulary_sum(vocab: dict) -> str:
 
 
 def load_config(workdir) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(_read_json(workdir, 'config.json'))
+  """config.json, with values an older version named otherwise under their new names."""
+  return identity.upgraded(ml_collections.ConfigDict(_read_json(workdir, 'config.json')))
 
 
 def load_vocabulary(workdir) -> dict:

@@ -12,7 +12,7 @@ from wsabie_jax.wsabie import warp
 LOSSES = ('warp', 'auc', 'exact', 'softmax')
 PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
-TABLES = ('auto', 'rows', 'whole', 'labels', 'features')
+TABLES = ('by_size', 'rows', 'whole', 'labels', 'features')
 DRAWS = ('per_row', 'per_batch')
 
 
@@ -35,8 +35,9 @@ class ModelConfig:
   init_std: float = 0.0         # rows ~ N(0, init_std²) before projection; 0: 1/√d (paper 000)
   # How the step reads the tables (wsabie/table_reads.py): 'rows' gathers the touched rows
   # (the cost model); 'whole' reads both by matmuls ('labels' / 'features': that one);
-  # 'auto' reads a table whole where that is faster (small tables).
-  tables: str = 'auto'
+  # 'by_size' reads a table whole where that is faster (small tables), decided
+  # for each compiled step from its shapes (table_reads.choose).
+  tables: str = 'by_size'
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,

@@ -267,7 +267,7 @@ def local_train_step(cfg: StepConfig):
   parallel.AXIS): `step_body` on its slice; N devices give the parameters one gives."""
   if not has_local_step(cfg):
     raise ValueError("loss kind='exact' with Adagrad on several devices needs the labels read "
-                     "whole (model.tables 'auto', 'labels' or 'whole'; Y ≤ loss.label_chunk)")
+                     "whole (model.tables 'by_size', 'labels' or 'whole'; Y ≤ loss.label_chunk)")
   return precision.with_precision(cfg.model.matmul_precision)(
       functools.partial(step_body, cfg, axis=parallel.AXIS))
 

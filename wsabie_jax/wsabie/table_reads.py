@@ -25,7 +25,7 @@ The exact rank (loss.kind 'exact', eq. (6) with (7)) reads the labels whole
 the same way (`exact_label_grads`): S holds every label's score, so each
 pair's violators are counted, not drawn.
 `model.tables` chooses: 'rows', 'whole' (both), 'labels', 'features', or
-'auto' (`choose`).
+'by_size' (`choose`: from the step's shapes, when it is traced).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from wsabie_jax.core import model, row_optim, samplers
 from wsabie_jax.wsabie import warp
 from wsabie_jax.wsabie.settings import StepConfig
 
-# 'auto' reads a table whole where a batch covers it many times over: the
+# 'by_size' reads a table whole where a batch covers it many times over: the
 # labels when Y ≤ 24·(K+Q) (a row's Q positives and K draws are gathered
 # label rows), the features when B·d ≤ 20·N non-zeros. Gathering is cheap
 # while B·(K+Q)·D floats fit the caches and costs about a hundred matmul
@@ -65,7 +65,7 @@ def choose(cfg: StepConfig, batch_size: int, positives_per_row: int, num_slots: 
   kind = cfg.model.tables
   if kind == 'rows' or cfg.model.score != 'dot' or cfg.optim.l2:
     return Whole(False, False)
-  if kind != 'auto':  # 'whole', 'labels' or 'features'
+  if kind != 'by_size':  # 'whole', 'labels' or 'features'
     return Whole(kind in ('whole', 'labels'), kind in ('whole', 'features'))
   # N feature pieces vs two B×d products (X·V, Xᵀ·∂/∂images).
   features = batch_size * num_features <= FEATURES_PER_NONZERO * num_slots
