@@ -41,7 +41,7 @@ def test_train_log_reads_stats_one_call_late_at_log_boundaries():
   seen, written = [], []
   summaries = types.SimpleNamespace(scalars=lambda step, values, prefix: written.append(step))
   train = settings.TrainConfig(log_every_steps=20, batch_size=4)
-  log = hooks.TrainLog(train, 100, 1.0, 0.0, summaries, seen.append)
+  log = hooks.TrainLog(train, 100, 1.0, 0.0, summaries, seen.append, Clock())
   stats = lambda i: {'loss': np.float32(i), 'pairs': np.int32(4)}
   for step in range(10, 70, 10):
     log.after(_call(step, 10, stats(step)))
@@ -50,10 +50,11 @@ def test_train_log_reads_stats_one_call_late_at_log_boundaries():
   assert written == [10, 30, 50]  # (the call that crossed 20, 40, 60 wrote its predecessor's)
   # The bar counts examples where a row is one pair, pairs where rows hold several.
   assert log.progress.unit == 'ex'
-  assert hooks.TrainLog(train, 100, 2.5, 0.0, summaries, seen.append).progress.unit == 'pairs'
+  assert hooks.TrainLog(train, 100, 2.5, 0.0, summaries, seen.append,
+                       Clock()).progress.unit == 'pairs'
   # Patience (≥ 1) may end a run before its steps are done: the bar says ≤ its total.
   train = settings.TrainConfig(log_every_steps=20, batch_size=4, patience=1)
-  assert hooks.TrainLog(train, 100, 1.0, 0.0, summaries, seen.append).progress.bound == '≤'
+  assert hooks.TrainLog(train, 100, 1.0, 0.0, summaries, seen.append, Clock()).progress.bound == '≤'
 
 
 def test_stop_decision_on_the_budget_or_a_signal(monkeypatch):

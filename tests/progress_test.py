@@ -27,3 +27,17 @@ def test_early_stopping_makes_the_total_and_eta_bounds():
 def test_no_rate_before_half_a_second_of_work():
   first = _lines()[0]
   assert first == 'step 10/44,700 [....................]   0%', first
+
+
+def test_the_rate_divides_by_the_steps_time_as_the_final_line_does():
+  """A validation between two updates takes wall time but no step time: the
+  bar's rate is the run's final pairs/s, not the wall clock's."""
+  out, wall = io.StringIO(), helpers.FakeClock()
+  steps_time = [0.0]
+  progress = Progress(10_000, 100, stream=out, every_seconds=0.0, clock=wall,
+                      work_clock=lambda: steps_time[0])
+  progress.update(0)
+  wall.advance(30.0)       # 1 s of steps and 29 s of validation
+  steps_time[0] += 1.0
+  progress.update(500)     # 500 steps of 100 in 1 s of steps
+  assert '50,000 ex/s' in out.getvalue().splitlines()[-1], out.getvalue()

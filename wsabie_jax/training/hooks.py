@@ -70,13 +70,14 @@ class TrainLog:
   summaries and the progress bar at each log boundary."""
 
   def __init__(self, train, total_steps: int, pairs_per_row: float, seconds_left: float,
-               summaries: Summaries, check_finite: Callable[[dict], None]):
+               summaries: Summaries, check_finite: Callable[[dict], None], clock: Clock):
     self.every, self.summaries, self.check_finite = train.log_every_steps, summaries, check_finite
     self.progress = Progress(total_steps, train.batch_size * pairs_per_row,
                              stream=sys.stderr if hosts.is_writer() else None,  # one bar
                              unit='pairs' if pairs_per_row != 1.0 else 'ex',
                              budget_seconds=max(seconds_left, 1e-3) if train.max_seconds else 0.0,
-                             may_stop_early=train.patience > 0)
+                             may_stop_early=train.patience > 0,
+                             work_clock=lambda: clock.step_seconds)  # (the final line's rate)
     self._pending = None
 
   def after(self, call: Call) -> None:

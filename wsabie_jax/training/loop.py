@@ -211,7 +211,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   spacing = hooks.ValidationSpacing(train, r, stream.num_examples, timing, clock)
   steps = dispatch.Dispatcher(train, method, start, total, eval_every=lambda: spacing.every)
   train_log = hooks.TrainLog(train, total, stream.pairs_per_row, train.max_seconds
-                             - r.train_seconds, summaries, lambda stats: _check_finite(stats, ckpts))
+                             - r.train_seconds, summaries, lambda stats: _check_finite(stats, ckpts),
+                             clock)
   at_boundary = functools.partial(_at_boundary, train=train, method=method, recorder=recorder,
                                   ckpts=ckpts, clock=clock, steps=steps, spacing=spacing)
   state = steps.place(at_rate(state, train, r))

@@ -16,14 +16,16 @@ class Progress:
   def __init__(self, total_steps: int, examples_per_step: int, stream=sys.stderr,
                every_seconds: float = 10.0, unit: str = 'ex', step_name: str = 'step',
                budget_seconds: float = 0.0, may_stop_early: bool = False,
-               clock=time.perf_counter):
+               clock=time.perf_counter, work_clock=None):
     """budget_seconds > 0: a time budget (train.max_seconds left) that may end
     the run before total_steps; the bar and ETA follow whichever ends first.
     may_stop_early: early stopping may end it sooner still, so the total and
     the ETA read as bounds (`/≤44,700`, `eta ≤ 3:05`). stream None: draws
-    nothing (a process other than the one that reports)."""
+    nothing (a process other than the one that reports). work_clock (default
+    `clock`): the seconds the rate divides by — a training run's step time,
+    less validation, checkpoints and compiling, as its final line's rate."""
     self.bound = '≤' if may_stop_early else ''
-    self.clock = clock
+    self.clock, self.work_clock = clock, work_clock or clock
     self.total, self.per_step, self.stream = total_steps, examples_per_step, stream
     self.budget, self.created = budget_seconds, self.clock()
     self.unit, self.step_name = unit, step_name
@@ -41,12 +43,13 @@ class Progress:
       return
     now = self.clock()
     if self.first_step is None:
-      self.first_step, self.start = step, now
+      self.first_step, self.start, self.work_start = step, now, self.work_clock()
       return
     if self.last_print and now - self.last_print < self.every and step < self.total:
       return
     self.last_print = now
-    rate = (step - self.first_step) * self.per_step / max(now - self.start, 1e-9)
+    rate = (step - self.first_step) * self.per_step / max(self.work_clock() - self.work_start,
+                                                          1e-9)
     frac = step / max(self.total, 1)
     eta = (self.total - step) * self.per_step / max(rate, 1e-9)
     of_total = f'/{self.bound}{self.total:,}'
