@@ -78,6 +78,9 @@ def main(argv):
   hosts.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                    mode=_DISTRIBUTED.value, initialization_timeout=_INIT_TIMEOUT.value,
                    heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
+  if jax.process_index() == 0:
+    cli.say(f'training {_CONFIG.value.get("method", "a model")} in {_WORKDIR.value} (reading the '
+            'data; a first run on this machine compiles)')
   # (one_line_errors inside: Peers tells the other processes the one line)
   with hosts.Peers(_HEARTBEAT_TIMEOUT.value), cli.one_line_errors():
     metrics = run.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _FORCE_NEW.value,

@@ -213,6 +213,8 @@ def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
   out = _cli('launch/train.py', '--config=configs/wsabie_synthetic.py:small',
              f'--workdir={workdir}', '--config.train.max_steps=200', timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stderr.splitlines()[0] == (f'training wsabie in {workdir} (reading the data; a first '
+                                        'run on this machine compiles)')  # (what it is doing)
   (workdir / 'eval_test.json').mkdir()  # unwritable, even for root
   out = _cli('launch/evaluate.py', f'--workdir={workdir}')
   assert out.returncode == 1 and out.stdout.startswith('test p@1 ')
