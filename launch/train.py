@@ -18,6 +18,7 @@ prints every field of the config with its value and where it came from
 """
 from wsabie_jax.core import startup  # noqa: F401 (first: a signal while importing is one line)
 import logging as py_logging
+import pathlib
 import sys
 
 from absl import app, flags, logging
@@ -78,8 +79,9 @@ def main(argv):
   hosts.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                    mode=_DISTRIBUTED.value, initialization_timeout=_INIT_TIMEOUT.value,
                    heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
-  if jax.process_index() == 0:
-    cli.say(f'training {_CONFIG.value.get("method", "a model")} in {_WORKDIR.value} (reading the '
+  workdir = pathlib.Path(_WORKDIR.value)
+  if jax.process_index() == 0 and (workdir.is_dir() or not workdir.exists()):  # (else one error)
+    cli.say(f'training {_CONFIG.value.get("method", "a model")} in {workdir} (reading the '
             'data; a first run on this machine compiles)')
   # (one_line_errors inside: Peers tells the other processes the one line)
   with hosts.Peers(_HEARTBEAT_TIMEOUT.value), cli.one_line_errors():

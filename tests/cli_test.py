@@ -115,12 +115,14 @@ def test_config_files_that_fail_to_load_are_one_line(tmp_path, body, arg, says):
   assert not (tmp_path / 'run').exists()
 
 
-def test_missing_data_is_one_line_when_the_run_starts(tmp_path):
+def test_missing_data_is_one_error_line_when_the_run_starts(tmp_path):
   """Loading the Mulan config reads no data (its 'auto' fields are fitted when
   the run starts): a missing folder is the run's one-line error, no workdir."""
   out = _cli('launch/train.py', '--config=configs/wsabie_mulan.py:libsvm,/no/such/dir',
              f'--workdir={tmp_path / "run"}')
   assert out.returncode == 1 and out.stderr.strip().splitlines() == [
+      f'training wsabie in {tmp_path / "run"} (reading the data; a first run on this machine '
+      'compiles)',  # (what it was doing, then what failed)
       'error: /no/such/dir/train.txt: file not found (set config.data paths)'], out.stderr[-2000:]
   assert not (tmp_path / 'run').exists()
 

@@ -143,3 +143,17 @@ def test_the_checks_see_a_violation(monkeypatch):
   graph['wsabie_jax.wsabie.warp'] = graph['wsabie_jax.wsabie.warp'] | {'wsabie_jax.parts.step'}
   with pytest.raises(pytest.fail.Exception, match='package cycle'):
     test_no_package_cycles()
+
+
+# The training loop reads on a page: no function of training/ longer than
+# this (docstring included), so `loop._train` stays Alg. 1's outer loop.
+LONGEST_IN_TRAINING = 40
+
+
+def test_no_function_in_training_is_longer_than_a_page():
+  long = [f'{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)'
+          for path in sorted((PACKAGE / 'training').glob('*.py'))
+          for node in ast.walk(ast.parse(path.read_text()))
+          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+          and node.end_lineno - node.lineno + 1 > LONGEST_IN_TRAINING]
+  assert not long, long

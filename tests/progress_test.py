@@ -41,3 +41,20 @@ def test_the_rate_divides_by_the_steps_time_as_the_final_line_does():
   steps_time[0] += 1.0
   progress.update(500)     # 500 steps of 100 in 1 s of steps
   assert '50,000 ex/s' in out.getvalue().splitlines()[-1], out.getvalue()
+
+
+def test_the_last_line_says_where_and_why_a_run_ended_early():
+  """The bar is drawn once more when the run ends, whatever the interval:
+  at the step reached, with the reason where it is short of its total."""
+  out, clock = io.StringIO(), helpers.FakeClock()
+  progress = Progress(10_000, 100, stream=out, every_seconds=60.0, clock=clock,
+                      may_stop_early=True)
+  progress.update(0)
+  clock.advance(1.0)
+  progress.update(100)      # drawn (the first line after the start)
+  clock.advance(1.0)
+  progress.update(5_100)    # within the interval: not drawn
+  progress.finish(5_100, 'early_stopping')
+  last = out.getvalue().splitlines()[-1]
+  assert last.startswith('step 5,100/≤10,000 [##########..........]  51%'), last
+  assert last.endswith('(stopped: early stopping)'), last

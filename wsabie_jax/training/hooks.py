@@ -78,7 +78,7 @@ class TrainLog:
                              budget_seconds=max(seconds_left, 1e-3) if train.max_seconds else 0.0,
                              may_stop_early=train.patience > 0,
                              work_clock=lambda: clock.step_seconds)  # (the final line's rate)
-    self._pending = None
+    self._pending = self._last = None
 
   def after(self, call: Call) -> None:
     if self._pending is not None:
@@ -87,9 +87,12 @@ class TrainLog:
         scalars = read_stats(self._pending)
         self.summaries.scalars(call.step - call.done, scalars, 'train')
         self.progress.update(call.step, **scalars)
-    self._pending = call.stats
+    self._pending, self._last = call.stats, call
 
   def close(self) -> None:
+    """The bar ends on the step the run reached, and why it stopped there."""
+    if self._last is not None:
+      self.progress.finish(self._last.step, Stop(self._last.stop).value)
     self.progress.close()
 
   @staticmethod

@@ -33,6 +33,7 @@ class Progress:
     self.every = 0.2 if self.tty else every_seconds
     self.start = self.last_print = self.clock()
     self.first_step = None
+    self.why = ''  # why the run ended before its total (`finish`)
     self.handlers = list(logging.getLogger().handlers) if self.tty else []
     self._last_record = None
     for h in self.handlers:  # the root's handlers: absl's writes to the same terminal
@@ -64,9 +65,18 @@ class Progress:
     speed = f'{rate:,.0f} {self.unit}/s ' if timed else ''
     until = f'eta {self.bound}{int(eta) // 60}:{int(eta) % 60:02d} ' if timed else ''
     line = (f'{self.step_name} {step:,}{of_total} [{bar}] {100 * frac:3.0f}% {speed}{until}'
-            f'{extra}').rstrip()
+            f'{extra}').rstrip() + (f' (stopped: {self.why})' if self.why else '')
     self.stream.write(('\r' + line + '\x1b[K') if self.tty else line + '\n')
     self.stream.flush()
+
+  def finish(self, step: int, why: str = '') -> None:
+    """The last line, drawn whatever the interval: the step the run ended at
+    and, where it ended before its total, why (a bar left at 51% reads as a
+    run that died)."""
+    if self.stream is None or self.first_step is None:
+      return
+    self.last_print, self.why = 0.0, why.replace('_', ' ')
+    self.update(step)
 
   def _clear_line(self, record) -> bool:
     """A logging filter: wipes the progress line before the record prints."""

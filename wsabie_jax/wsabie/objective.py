@@ -12,6 +12,50 @@ from wsabie_jax.wsabie import adaptive_sampler, batch_draws, warp
 from wsabie_jax.wsabie.settings import StepConfig
 
 
+# ---- the sampler: its state, its draws' randomness and the probability q of
+# each draw. A new sampler is its module, its name in settings.SAMPLERS, its
+# branches here (these three, a negative source below, `choose_objective`)
+# and a test (docs/DESIGN.md §4).
+
+def initial_sampler(cfg: StepConfig, W_YxD: jax.Array):
+  """The sampler's state at step 0 (TrainState.sampler): VSE-ens' per-factor
+  label orders (Alg. 1 ll. 6–9); None for uniform draws, which keep none."""
+  if cfg.loss.sampler == 'adaptive':
+    return adaptive_sampler.refresh(W_YxD, 0)
+  return None
+
+
+def current_sampler(cfg: StepConfig, sampler, W_YxD: jax.Array, step: jax.Array,
+                    global_batch_size: int):
+  """The sampler's state for this step: VSE-ens' lists refreshed every
+  |Y|·log|Y| pairs (Alg. 1 l. 4)."""
+  if cfg.loss.sampler != 'adaptive':
+    return None
+  interval = adaptive_sampler.refresh_interval_steps(
+      cfg.num_labels, global_batch_size, cfg.loss.refresh_every_pairs)
+  return adaptive_sampler.maybe_refresh(sampler, W_YxD, step, interval)
+
+
+def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.Array:
+  """The randomness of the step's draws, B-leading (a data-parallel step slices
+  it); with draws shared by the batch, their K label ids (every device's)."""
+  if cfg.draws_shared:
+    return batch_draws.draw(key, cfg.draws_per_pair, cfg.num_labels)
+  if cfg.loss.sampler == 'adaptive':
+    return adaptive_sampler.draw_uniforms(key, num_pos_B.shape[0], cfg.draws_per_pair)
+  return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
+
+
+def proposal(cfg: StepConfig, sampler, image_BxD: jax.Array, neg_BxK: jax.Array) -> jax.Array:
+  """q of each draw, for the weighers that divide by it (importance weights,
+  the sampled softmax): VSE-ens' proposal; zeros for uniform draws, whose
+  q = 1 / (Y − |P|) the weighers know from num_negatives (and for AUC, which
+  weighs no draw by q)."""
+  if cfg.loss.sampler == 'adaptive' and cfg.loss.kind != 'auc':
+    return adaptive_sampler.proposal_prob(sampler, image_BxD, neg_BxK, cfg.loss.rank_scale)
+  return jnp.zeros(neg_BxK.shape)
+
+
 # ---- drawing negatives: (ids_BxK, valid_BxK or None: every draw is a trial),
 # chosen once by cfg.loss.sampler
 

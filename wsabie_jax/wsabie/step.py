@@ -17,12 +17,13 @@ from wsabie_jax.wsabie import adaptive_sampler
 from wsabie_jax.core import model
 from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
-from wsabie_jax.core import samplers
 from wsabie_jax.data import packing
 from wsabie_jax.data.batching import PairBatch
 from wsabie_jax.training import parallel
 from wsabie_jax.wsabie import batch_draws, exact_rank, table_reads
-from wsabie_jax.wsabie.objective import choose_objective, pairwise_loss
+from wsabie_jax.wsabie import objective
+# (the draws' randomness, importable from here too: step.draw_uniforms)
+from wsabie_jax.wsabie.objective import choose_objective, draw_uniforms, pairwise_loss  # noqa: F401
 # The settings, importable from here too (step.StepConfig, step.LossConfig, …).
 from wsabie_jax.wsabie.settings import (LOSSES, SAMPLERS, LossConfig, ModelConfig,  # noqa: F401
                                         OptimConfig, StepConfig)
@@ -48,8 +49,7 @@ def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState
   return TrainState(
       step=jnp.zeros((), jnp.int32), params=params, acc_V_d=acc(num_features),
       acc_W_Y=acc(cfg.num_labels), key=key_steps,
-      sampler=(adaptive_sampler.refresh(params.W_YxD, 0) if cfg.loss.sampler == 'adaptive'
-               else None),
+      sampler=objective.initial_sampler(cfg, params.W_YxD),
       rate_scale=jnp.ones((), jnp.float32))
 
 
@@ -59,16 +59,6 @@ class RowGrads(NamedTuple):
   (wsabie/table_reads.py)."""
   V: row_optim.RowPieces | row_optim.DenseGrad
   W: row_optim.RowPieces | row_optim.DenseGrad
-
-
-def draw_uniforms(cfg: StepConfig, key: jax.Array, num_pos_B: jax.Array) -> jax.Array:
-  """The randomness of the step's draws, B-leading (a data-parallel step slices
-  it); with draws shared by the batch, their K label ids (every device's)."""
-  if cfg.draws_shared:
-    return batch_draws.draw(key, cfg.draws_per_pair, cfg.num_labels)
-  if cfg.loss.sampler == 'adaptive':
-    return adaptive_sampler.draw_uniforms(key, num_pos_B.shape[0], cfg.draws_per_pair)
-  return samplers.uniform_draws(key, num_pos_B, cfg.num_labels, cfg.draws_per_pair)
 
 
 def draws_loss(cfg: StepConfig, weight_BxQxJ: jax.Array, every_draw: bool):
@@ -117,10 +107,7 @@ def sampled_row_grads(cfg: StepConfig, params: model.Params, batch: PairBatch, u
     W_pos_BxQxD, W_neg_BxKxD = W[label_BxQ], W[neg_BxK]
     pos_BxQ = model.score(image_BxD, W_pos_BxQxD, cfg.model.score)
     neg_scores_BxK = model.score(image_BxD, W_neg_BxKxD, cfg.model.score)
-  if cfg.loss.sampler == 'adaptive' and cfg.loss.kind != 'auc':  # (AUC weighs no draw by q)
-    proposal_BxK = adaptive_sampler.proposal_prob(sampler, image_BxD, neg_BxK, cfg.loss.rank_scale)
-  else:  # uniform draws: q = 1 / (Y − |P|), which the weighers know from num_negatives
-    proposal_BxK = jnp.zeros(neg_BxK.shape)
+  proposal_BxK = objective.proposal(cfg, sampler, image_BxD, neg_BxK)
   num_negatives_B = cfg.num_labels - batch.num_pos_B
   min_negatives = cfg.num_labels - batch.pos_BxP.shape[1]  # (static: P is the widest row's)
   weigh_row = jax.vmap(functools.partial(weigh, cfg, min_negatives=min_negatives),
@@ -205,15 +192,6 @@ def apply_row_grads(cfg: StepConfig, state: TrainState, grads: RowGrads,
                         acc_W_Y=acc_W, sampler=sampler)
 
 
-def current_sampler(cfg: StepConfig, state: TrainState, global_batch_size: int):
-  """The VSE-ens lists for this step, refreshed every |Y|·log|Y| pairs (Alg. 1 l. 4)."""
-  if cfg.loss.sampler != 'adaptive':
-    return None
-  interval = adaptive_sampler.refresh_interval_steps(
-      cfg.num_labels, global_batch_size, cfg.loss.refresh_every_pairs)
-  return adaptive_sampler.maybe_refresh(state.sampler, state.params.W_YxD, state.step, interval)
-
-
 def train_step(cfg: StepConfig, state: TrainState, batch: PairBatch):
   """The step traced under the configured matmul precision (core/precision.py)."""
   with precision.scope(cfg.model.matmul_precision):
@@ -237,10 +215,11 @@ def step_body(cfg: StepConfig, state: TrainState, batch: PairBatch, axis: str | 
     rows = batch.label_BxQ.shape[0]
     num_pos_B = (batch.num_pos_B if axis is None
                  else jax.lax.all_gather(batch.num_pos_B, axis, tiled=True))
-    u_BxK = draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
+    u_BxK = objective.draw_uniforms(cfg, jax.random.fold_in(state.key, state.step), num_pos_B)
     if axis is not None and not cfg.draws_shared:  # this device's rows of the global batch's draws
       u_BxK = jax.lax.dynamic_slice_in_dim(u_BxK, jax.lax.axis_index(axis) * rows, rows)
-    sampler = current_sampler(cfg, state, num_pos_B.shape[0] * batch.label_BxQ.shape[1])
+    sampler = objective.current_sampler(cfg, state.sampler, state.params.W_YxD, state.step,
+                                        num_pos_B.shape[0] * batch.label_BxQ.shape[1])
     grads, stats = sampled_row_grads(cfg, state.params, batch, u_BxK, sampler)
   if axis is not None:
     grads = RowGrads(*(parallel.combine(g) for g in grads))
