@@ -7,7 +7,6 @@ training step never touches more than the rows a batch uses (docs/DESIGN.md §1)
 """
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -29,9 +28,6 @@ def project_rows(rows_NxD: jax.Array, max_norm: float) -> jax.Array:
   return rows_NxD * jnp.minimum(1.0, max_norm / jnp.maximum(norms_N, 1e-12))
 
 
-# One program: the draws and their projection fused (op by op, a d×D table
-# would be drawn, normed and rescaled as separate full-size arrays, a dozen compiles).
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
 def init_params(key: jax.Array, num_features: int, num_labels: int,
                 dim: int, max_norm: float, std: float = 0.0) -> Params:
   """N(0, std²) init, std = 1/√d unless given (paper 000 §3, "Training"; paper

@@ -37,7 +37,6 @@ class SamplerState(NamedTuple):
   refreshed_at: jax.Array  # int32: the step of this snapshot
 
 
-@jax.jit  # one program at start and in tests (inside the step it is traced inline)
 def refresh(W_YxD: jax.Array, step: jax.Array) -> SamplerState:
   """Alg. 1 ll. 6–9: sort the labels by each factor, and μ_f, σ_f. O(D·Y·log Y)."""
   W_DxY = W_YxD.T
