@@ -37,13 +37,17 @@ PATH_KEYS = INPUT_KEYS + ('data_dir',)
 RENAMED = {'model.tables': {'auto': 'by_size'}}
 
 
+def renamed(key: str, value):
+  """A stored field's value under its current name ('section.field', RENAMED)."""
+  return RENAMED.get(key, {}).get(value, value) if isinstance(value, str) else value
+
+
 def upgraded(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """A stored config (config.json) with RENAMED values under their new names, in place."""
-  for key, names in RENAMED.items():
+  for key in RENAMED:
     section, field = key.split('.')
-    value = config[section].get(field) if section in config else None
-    if isinstance(value, str) and value in names:
-      config[section][field] = names[value]
+    if section in config and field in config[section]:
+      config[section][field] = renamed(key, config[section][field])
   return config
 
 
@@ -116,8 +120,7 @@ def data_changes(stored: dict, now: dict, keys=None) -> list[str]:
 
 def config_changes(stored: dict, now: dict) -> list[str]:
   """'key (stored → now)' for each config field that differs."""
-  was = {k: RENAMED.get(k, {}).get(v, v) if isinstance(v, str) else v
-         for k, v in stored.get('config', {}).items()}
+  was = {k: renamed(k, v) for k, v in stored.get('config', {}).items()}
   is_ = now['config']
   return [f'{k} ({was[k]!r} → {is_.get(k, "absent")!r})' for k in sorted(was)
           if is_.get(k) != was[k]]

@@ -136,15 +136,22 @@ def resolved(train, platform: str) -> dict:
   if train.plan_packs == AUTO:
     out['plan_packs'] = 'host' if platform == 'cpu' else 'device'
   if train.num_epochs == AUTO:
-    out['num_epochs'] = 0 if train.max_seconds else AUTO_EPOCHS
+    out['num_epochs'] = epochs_cap(train)
   return out
+
+
+def epochs_cap(train) -> int:
+  """num_epochs, 'auto' read as AUTO_EPOCHS, or 0 (no cap) with max_seconds."""
+  if train.num_epochs == AUTO:
+    return 0 if train.max_seconds else AUTO_EPOCHS
+  return train.num_epochs
 
 
 def total_steps(train, steps_per_epoch: int) -> int:
   """The steps a run may take: max_steps, else num_epochs' (0: UNCAPPED)."""
   if train.max_steps:
     return train.max_steps
-  epochs = resolved(train, '').get('num_epochs', train.num_epochs)
+  epochs = epochs_cap(train)
   return epochs * steps_per_epoch if epochs else UNCAPPED
 
 
