@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import ml_collections
 
@@ -124,6 +124,29 @@ def from_config(cls: type[T], config: ml_collections.ConfigDict | dict, where: s
       if message.startswith(name + '.'):
         raise ValueError(where + message[len(name):]) from None
     raise ValueError(f'{where}: {message}') from None
+
+
+class MethodSettings:
+  """The base of a method's settings (wsabie/, parts/, skipgram/ settings.py):
+  its config sections model, loss and optim, field for field, and the sizes
+  read from the data. One way for every method to write its defaults out,
+  read a config back and hand on its sections."""
+  SECTIONS: ClassVar[tuple[str, ...]] = ('model', 'loss', 'optim')
+
+  @classmethod
+  def defaults(cls) -> dict:
+    """Each section's defaults as a ConfigDict: a method's base config."""
+    config = to_config(cls)
+    return {name: config[name] for name in cls.SECTIONS}
+
+  @classmethod
+  def read(cls, config: ml_collections.ConfigDict, **sizes: int):
+    """The settings a config holds, with the sizes the data gave; an error
+    names its field (config.loss.kind …)."""
+    return from_config(cls, {name: config[name] for name in cls.SECTIONS}, 'config', **sizes)
+
+  def by_section(self) -> dict:
+    return {name: getattr(self, name) for name in self.SECTIONS}
 
 
 def check_type(name: str, value: Any, hint) -> Any:

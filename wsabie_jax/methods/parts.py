@@ -38,13 +38,11 @@ from wsabie_jax.training import parallel
 from wsabie_jax.training.method import Method
 
 log = logging.getLogger('wsabie_jax')
-SECTIONS = ('model', 'loss', 'optim')
 
 
 def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml_collections.ConfigDict:
   """Paper 002's defaults: sections model, loss, optim (parts/settings.py) and proxy
   (parts/proxy.py) on synset-labelled data (the WordNet-mode synthetic default)."""
-  defaults = to_config(parts.PartsConfig)
   if data is None:
     data = data_config.synthetic_data(vocabulary='wordnet', num_labels=1000, num_features=5000,
                                       signal=0.5)
@@ -52,18 +50,16 @@ def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml
   data.validation_fraction = 0.0   # the proxy builder splits the images itself
   train = run_config.train(max_steps=6000, eval_every_steps=500, patience=6,
                            select_metric='iw_pair_map')
-  return run_config.assemble('parts', {name: defaults[name] for name in SECTIONS}, data,
+  return run_config.assemble('parts', parts.PartsConfig.defaults(), data,
                              proxy=to_config(proxy.ProxyConfig), **{'train': train, **sections})
 
 
 def parts_config(config: ml_collections.ConfigDict, num_labels: int) -> parts.PartsConfig:
-  return from_config(parts.PartsConfig, {k: config[k] for k in SECTIONS}, 'config',
-                     num_labels=num_labels)
+  return parts.PartsConfig.read(config, num_labels=num_labels)
 
 
 def check_config(config: ml_collections.ConfigDict) -> dict:
-  cfg = parts_config(config, num_labels=2)
-  return {**{name: getattr(cfg, name) for name in SECTIONS}, 'proxy': _proxy_settings(config)}
+  return {**parts_config(config, num_labels=2).by_section(), 'proxy': _proxy_settings(config)}
 
 
 def _proxy_settings(config) -> proxy.ProxyConfig:

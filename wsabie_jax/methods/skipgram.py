@@ -30,15 +30,13 @@ from wsabie_jax.skipgram import word_vectors
 from wsabie_jax.training.method import Method
 
 log = logging.getLogger('wsabie_jax')
-SECTIONS = ('model', 'loss', 'optim')
 
 
 def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml_collections.ConfigDict:
   """Paper 004's defaults on the given data (the synthetic default when None):
   sections model, loss, optim (skipgram/settings.py), words, oov."""
-  defaults = to_config(skipgram_step.SkipGramConfig)
   return run_config.assemble(
-      'skipgram', {name: defaults[name] for name in SECTIONS},
+      'skipgram', skipgram_step.SkipGramConfig.defaults(),
       data,
       words=to_config(word_vectors.WordsConfig), oov=to_config(oov.OOVConfig),
       **{'train': run_config.train(select_metric='p@5'), **sections})
@@ -46,13 +44,11 @@ def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml
 
 def skipgram_config(config: ml_collections.ConfigDict, num_features: int,
                     num_tags: int) -> skipgram_step.SkipGramConfig:
-  return from_config(skipgram_step.SkipGramConfig, {k: config[k] for k in SECTIONS}, 'config',
-                     num_features=num_features, num_tags=num_tags)
+  return skipgram_step.SkipGramConfig.read(config, num_features=num_features, num_tags=num_tags)
 
 
 def check_config(config: ml_collections.ConfigDict) -> dict:
-  cfg = skipgram_config(config, num_features=1, num_tags=1)
-  return {**{name: getattr(cfg, name) for name in SECTIONS},
+  return {**skipgram_config(config, num_features=1, num_tags=1).by_section(),
           'words': from_config(word_vectors.WordsConfig, config.words, 'config.words'),
           'oov': from_config(oov.OOVConfig, config.oov, 'config.oov')}
 

@@ -13,7 +13,6 @@ import jax
 import ml_collections
 
 from wsabie_jax import data as data_lib
-from wsabie_jax.config import from_config, to_config
 from wsabie_jax.training import settings as run_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
@@ -23,24 +22,17 @@ from wsabie_jax.wsabie import fitting, step as step_lib
 
 log = logging.getLogger('wsabie_jax')
 
-SECTIONS = ('model', 'loss', 'optim')
-
-
 def base_config(data: ml_collections.ConfigDict | None = None, **sections) -> ml_collections.ConfigDict:
   """WSABIE's defaults on the given data (the synthetic default when None)."""
-  defaults = to_config(step_lib.StepConfig)
-  return run_config.assemble('wsabie', {name: defaults[name] for name in SECTIONS}, data,
-                             **sections)
+  return run_config.assemble('wsabie', step_lib.StepConfig.defaults(), data, **sections)
 
 
 def step_config(config: ml_collections.ConfigDict, num_labels: int) -> step_lib.StepConfig:
-  return from_config(step_lib.StepConfig, {k: config[k] for k in SECTIONS}, 'config',
-                     num_labels=num_labels)
+  return step_lib.StepConfig.read(config, num_labels=num_labels)
 
 
 def check_config(config: ml_collections.ConfigDict) -> dict:
-  cfg = step_config(config, num_labels=2)
-  return {name: getattr(cfg, name) for name in SECTIONS}
+  return step_config(config, num_labels=2).by_section()
 
 
 def init_state(config, num_features: int, num_labels: int) -> step_lib.TrainState:

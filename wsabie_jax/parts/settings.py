@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from wsabie_jax.config.schema import check_choices, check_ranges
+from wsabie_jax.config.schema import MethodSettings, check_choices, check_ranges
 from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 
@@ -40,8 +40,8 @@ class PartsOptim(row_optim.RowOptimSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class PartsConfig:
-  """Paper 002's settings; the config sections model, loss and optim, field for field."""
+class PartsConfig(MethodSettings):
+  """Paper 002's settings."""
   num_labels: int               # K, read from the data
   model: PartsModel = PartsModel()
   loss: PartsLoss = PartsLoss()

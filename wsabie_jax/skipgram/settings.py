@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import optax
 
-from wsabie_jax.config.schema import check_choices, check_ranges
+from wsabie_jax.config.schema import MethodSettings, check_choices, check_ranges
 from wsabie_jax.core import precision
 from wsabie_jax.core import row_optim
 from wsabie_jax.skipgram import objectives
@@ -54,8 +54,8 @@ class SkipGramOptim(row_optim.RowOptimSettings):  # (`kind`: the word rows')
 
 
 @dataclasses.dataclass(frozen=True)
-class SkipGramConfig:
-  """Paper 004's settings; the config sections model, loss and optim, field for field."""
+class SkipGramConfig(MethodSettings):
+  """Paper 004's settings."""
   num_features: int             # d, read from the data
   num_tags: int                 # |V_I|: the tags seen in training, word rows 0..num_tags−1
   model: TowerConfig = TowerConfig()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, ClassVar
 
-from wsabie_jax.config.schema import AUTO, UNBOUNDED, check_choices, check_ranges
+from wsabie_jax.config.schema import AUTO, UNBOUNDED, MethodSettings, check_choices, check_ranges
 from wsabie_jax.core import model, precision, row_optim
 from wsabie_jax.wsabie import warp
 
@@ -101,8 +101,8 @@ class OptimConfig(row_optim.RowOptimSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class StepConfig:
-  """WSABIE's settings; the config sections model, loss and optim, field for field."""
+class StepConfig(MethodSettings):
+  """WSABIE's settings."""
   num_labels: int               # Y, read from the data
   model: ModelConfig = ModelConfig()
   loss: LossConfig = LossConfig()
