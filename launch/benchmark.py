@@ -37,7 +37,7 @@ Suites:
              python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…,standin:text
              (--panel_override=train.select_metric=p@1: ours with one setting changed;
              --panel_seeds=3: both systems at seeds 0-2, each cell mean ± standard error)
-  panel_search  (by name) panel.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
+  panel_search  (by name) panel_search.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread); with
              --panel_search_peer, LightFM on the same splits beside them.
@@ -110,7 +110,7 @@ def _overrides_parse(items):
   return True
 
 
-_PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel.SEARCH (panel_search).')
+_PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel_search.SEARCH (benchmarks/search_rounds.py).')
 _PANEL_SEARCH_PEER = flags.DEFINE_bool(
     'panel_search_peer', False, 'panel_search: LightFM (max_sampled 10 and Y) on the same '
     'validation splits, kept at its best of the same validations, beside the candidates.')

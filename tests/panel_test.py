@@ -7,7 +7,7 @@ from tests import helpers
 from wsabie_jax import config as config_lib
 from wsabie_jax.config import args
 from wsabie_jax.data import corel5k_paths, load_splits
-from wsabie_jax.benchmarks import panel, peers
+from wsabie_jax.benchmarks import panel, panel_search, peers
 from wsabie_jax.core import native_rows
 from wsabie_jax.data import batching
 from wsabie_jax.wsabie import fitting
@@ -162,11 +162,11 @@ def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
 
 
 def test_the_search_trains_each_candidate_on_each_set(tmp_path):
-  """panel.choose (launch/benchmark.py --suite=panel_search) feeds timed.train_ours
+  """panel_search.choose (launch/benchmark.py --suite=panel_search) feeds timed.train_ours
   through the loop's dispatcher: one row a set and candidate, scored on its
   validation split (what is asserted does not depend on the machine's speed)."""
   folder = _mulan_folder(tmp_path)
-  rows = panel.choose([str(folder)], [{'overrides': {'model.max_norm': 3.0}},
+  rows = panel_search.choose([str(folder)], [{'overrides': {'model.max_norm': 3.0}},
                                       {'knobs': {'max_draws': 10, 'batch_draws': False}}],
                        budget=0.3)
   assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1)]
@@ -189,26 +189,26 @@ def test_the_search_sets_lightfm_beside_the_candidates(tmp_path, monkeypatch):
              'p@5': 0.1, 'map': m, 'pairs_per_sec': 100.0 * max_sampled}
             for i, (b, m) in enumerate(zip(budgets, maps))]
 
-  monkeypatch.setattr(panel, '_lightfm', fake_lightfm)
-  rows = panel.choose([str(_mulan_folder(tmp_path))], [{}], budget=0.3, peer=True)
+  monkeypatch.setattr(panel, 'lightfm_reads', fake_lightfm)
+  rows = panel_search.choose([str(_mulan_folder(tmp_path))], [{}], budget=0.3, peer=True)
   assert [r['candidate'] for r in rows] == [0, 'LightFM max_sampled=10',
                                             'LightFM max_sampled=374']
   assert [c[4] for c in calls] == [10, 374]
   reads = calls[0][3]
-  assert len(reads) == panel.SELECTIONS and reads[-1] == pytest.approx(0.3)
+  assert len(reads) == panel_search.SELECTIONS and reads[-1] == pytest.approx(0.3)
   assert calls[0][2] == 128 and calls[0][0] + calls[0][1] == 4500  # the config's D; its split
   assert [r['p@1'] for r in rows[1:]] == [pytest.approx(0.23)] * 2  # kept on MAP
   assert rows[2]['pairs_per_sec'] == 37400.0
 
 
 def test_every_search_candidate_builds_a_step(tmp_path):
-  """Each candidate of each panel.SEARCH round (--suite=panel_search
+  """Each candidate of each panel_search.SEARCH round (--suite=panel_search
   --panel_round=N) names real fitting knobs and config fields: it resolves to
   a step config on a set, as `choose` resolves it before training."""
   name, data = panel.data_config(str(_mulan_folder(tmp_path)))
   data.validation_fraction = 0.2
   train = load_splits(data)[0]
-  for round_, candidates in panel.SEARCH.items():
+  for round_, candidates in panel_search.SEARCH.items():
     for cand in candidates:
       cfg, batch_size, config = panel.ours_settings(panel.DEFAULT_CONFIG, data, train,
                                                     cand.get('overrides'),
@@ -298,7 +298,7 @@ def test_seeds_vary_every_random_choice_of_both_systems(monkeypatch):
              'seconds': b, 'epochs': 1.0, 'pairs_per_sec': 10.0 * (seed + 1), 'p@1': 0.7 + seed / 10,
              'p@5': 0.3, 'map': 0.5} for b in budgets]
 
-  monkeypatch.setattr(panel, '_lightfm', fake_lightfm)
+  monkeypatch.setattr(panel, 'lightfm_reads', fake_lightfm)
   ten, sixty = panel._lightfm_seeds(None, None, 8, 2, (10.0, 60.0), 10, seeds=2)
   assert states == [0, 1] and (ten['budget'], sixty['budget']) == (10.0, 60.0)
   assert sixty['p@1'] == pytest.approx(0.75) and sixty['p@1_runs'] == pytest.approx([0.7, 0.8])

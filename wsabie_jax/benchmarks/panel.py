@@ -40,7 +40,6 @@ from wsabie_jax.data import settings as data_settings
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, load_splits
 from wsabie_jax.benchmarks import peers, standins, timed
-from wsabie_jax.benchmarks.search_rounds import SEARCH  # noqa: F401 (panel.SEARCH[N])
 from wsabie_jax.api import run
 from wsabie_jax.methods import wsabie as wsabie_method
 from wsabie_jax.wsabie import fitting
@@ -138,7 +137,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
     if importlib.util.find_spec('lightfm') is None:
       print('  LightFM: skipped (not installed; docs/RESULTS.md says how)', flush=True)
     else:
-      for max_sampled in _max_sampled(train.num_labels):
+      for max_sampled in lightfm_settings(train.num_labels):
         snapshots += _lightfm_seeds(train, test, lightfm_dim, threads, budgets, max_sampled,
                                     seeds)
     if REACH_AT in budgets and len(snapshots) > len(budgets):  # the seconds ours takes to reach the better LightFM's 60-s p@1
@@ -175,7 +174,7 @@ def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WI
   reached = []
 
   def score(params, pairs, seconds):
-    if _metrics(params, padded_test)['p@1'] >= target:
+    if scored(params, padded_test)['p@1'] >= target:
       reached.append(seconds)
     return bool(reached)  # (reached: training ends)
 
@@ -185,7 +184,7 @@ def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WI
   return reached[0] if reached else None
 
 
-def _metrics(params, padded) -> dict:
+def scored(params, padded) -> dict:
   got = evaluation.evaluate_params(params, padded, ks=KS)
   return {k: got[k] for k in ('p@1', 'p@5', 'map')}
 
@@ -261,13 +260,13 @@ def _mean_over_seeds(got: list[dict]) -> dict:
           'p@1_sem': sem}
 
 
-def _max_sampled(num_labels: int) -> tuple[int, int]:
+def lightfm_settings(num_labels: int) -> tuple[int, int]:
   """LightFM's two WARP settings beside ours: its default budget of draws
   (10) and one that draws until a violator among every label (Y)."""
   return 10, num_labels
 
 
-def _lightfm(train, test, dim, threads, budgets, max_sampled, seed: int = 0) -> list[dict]:
+def lightfm_reads(train, test, dim, threads, budgets, max_sampled, seed: int = 0) -> list[dict]:
   from lightfm import LightFM
   interactions, features = timed.lightfm_inputs(train)
   lfm = LightFM(no_components=dim, loss='warp', random_state=seed, max_sampled=max_sampled)
@@ -281,15 +280,15 @@ def _lightfm(train, test, dim, threads, budgets, max_sampled, seed: int = 0) -> 
     out.append({'system': f'LightFM max_sampled={max_sampled}', 'budget': budget, 'dim': dim,
                 'seconds': spent, 'epochs': float(epochs),
                 'pairs_per_sec': epochs * interactions.nnz / spent,
-                **_metrics(*timed.lightfm_as_params(lfm, test))})
+                **scored(*timed.lightfm_as_params(lfm, test))})
   return out
 
 
 def _lightfm_seeds(train, test, dim, threads, budgets, max_sampled, seeds: int) -> list[dict]:
-  """LightFM's rows (`_lightfm`) with its random_state 0 … seeds − 1: at
+  """LightFM's rows (`lightfm_reads`) with its random_state 0 … seeds − 1: at
   each budget the mean test figures, p@1's standard error (seeds > 1),
   the mean pairs/s and epochs, and every seed's p@1."""
-  runs = [_lightfm(train, test, dim, threads, budgets, max_sampled, seed) for seed in range(seeds)]
+  runs = [lightfm_reads(train, test, dim, threads, budgets, max_sampled, seed) for seed in range(seeds)]
   return [{**at[0], **{k: float(np.mean([r[k] for r in at]))
                        for k in ('seconds', 'epochs', 'pairs_per_sec')},
            'p@1_runs': [r['p@1'] for r in at], **_mean_over_seeds(at)}
@@ -346,81 +345,3 @@ def _gap(ours: dict, theirs: dict) -> str:
   diff = ours['p@1'] - theirs['p@1']
   se = np.hypot(ours.get('p@1_sem') or 0.0, theirs.get('p@1_sem') or 0.0)
   return f'{diff:+.3f}' + (f' ({diff / se:+.1f})' if se > 0 else '')
-
-
-SELECTIONS = 10  # validations a candidate's run is kept at the best of (`choose`)
-
-
-def choose(specs, candidates: list[dict], budget: float = 20.0,
-           config_path: str = 'configs/wsabie_mulan.py', valid_fraction: float = 0.2,
-           peer: bool = False) -> list[dict]:
-  """Each candidate ({'knobs': {…fit's}, 'overrides': {'model.dim': …}}) trained
-  `budget` seconds on every set's training file less a validation split, and
-  scored on that split at its best of SELECTIONS validations (the test files
-  are not read for this). Prints valid
-  p@1 per set and each candidate's mean p@1 relative to the best on each set.
-  `peer`: LightFM's WARP (max_sampled 10 and Y) on the same split too, kept
-  the same way (`_peer_rows`), printed beside the candidates, not counted in
-  their best."""
-  rows, peers = [], []
-  for spec in specs:
-    name, data = data_config(spec)
-    data.validation_fraction = valid_fraction
-    loaded = {}  # by the data section a candidate ends with (its bias feature)
-    sizes = load_splits(data)[0]
-    for i, cand in enumerate(candidates):
-      cfg, batch_size, config = ours_settings(config_path, data, sizes,
-                                              cand.get('overrides'), **cand.get('knobs', {}))
-      key = config.data.to_json()
-      if key not in loaded:
-        train, valid, _ = load_splits(config.data)
-        loaded[key] = train, batching.pad_images(valid)
-      train, padded = loaded[key]
-      # Scored as the config's runs are kept: the best validation MAP of
-      # SELECTIONS evaluations spread over the budget (off the clock), so a
-      # candidate that trains faster is not marked down for overfitting sooner.
-      seen = []
-      params, epochs = timed.train_ours(
-          train, cfg, batch_size, budget, positives_per_row=config.train.positives_per_row,
-          on_pause=lambda p, *_: seen.append(_metrics(p, padded)),
-          pause_every_seconds=budget / SELECTIONS)
-      seen.append(_metrics(params, padded))
-      pairs, seconds = np.asarray(epochs, np.float64).sum(0)
-      rows.append({'set': name, 'candidate': i, 'batch_size': batch_size,
-                   'num_draws': cfg.loss.num_draws, 'pairs_per_sec': pairs / seconds,
-                   **max(seen, key=lambda m: m['map'])})
-      print(f'{name:<10} #{i} {cand}  B={batch_size} K={cfg.loss.num_draws}: valid p@1 '
-            f'{rows[-1]["p@1"]:.4f} MAP {rows[-1]["map"]:.4f} {rows[-1]["pairs_per_sec"]:,.0f} '
-            'pairs/s', flush=True)
-    if peer:
-      peers += _peer_rows(name, data, sizes, config_path, budget)
-  sets = sorted({r['set'] for r in rows})
-  best = {s: max(r['p@1'] for r in rows if r['set'] == s) for s in sets}
-  print('\ncandidate  ' + '  '.join(f'{s:>9}' for s in sets) + '  mean p@1 ÷ best')
-  for i, cand in enumerate(candidates):
-    mine = {r['set']: r['p@1'] for r in rows if r['candidate'] == i}
-    rel = np.mean([mine[s] / max(best[s], 1e-9) for s in sets])
-    print(f'#{i:<9} ' + '  '.join(f'{mine[s]:>9.4f}' for s in sets) + f'  {rel:.4f}  {cand}')
-  for system in sorted({r['candidate'] for r in peers}):
-    theirs = {r['set']: r['p@1'] for r in peers if r['candidate'] == system}
-    print(f'{"":<10} ' + '  '.join(f'{theirs[s]:>9.4f}' for s in sets) + f'  {"":>6}  {system}')
-  return rows + peers
-
-
-def _peer_rows(name: str, data, sizes, config_path: str, budget: float) -> list[dict]:
-  """LightFM's WARP at max_sampled 10 and Y on the split `choose` trains the
-  config on (its data section: normalisation, bias feature), at the config's
-  D: one run of `budget` seconds each, read at SELECTIONS even points (off
-  the clock) and kept at its best MAP, as a candidate's run is kept."""
-  cfg, _, config = ours_settings(config_path, data, sizes)
-  train, valid, _ = load_splits(config.data)
-  reads = [budget * (i + 1) / SELECTIONS for i in range(SELECTIONS)]
-  rows = []
-  for max_sampled in _max_sampled(train.num_labels):
-    got = _lightfm(train, valid, cfg.model.dim, 2, reads, max_sampled)
-    kept = max(got, key=lambda g: g['map'])
-    rows.append({'set': name, 'candidate': kept['system'], 'pairs_per_sec': got[-1]['pairs_per_sec'],
-                 **{k: kept[k] for k in ('p@1', 'p@5', 'map')}})
-    print(f'{name:<10} {kept["system"]}: valid p@1 {kept["p@1"]:.4f} MAP {kept["map"]:.4f} '
-          f'{rows[-1]["pairs_per_sec"]:,.0f} pairs/s', flush=True)
-  return rows

@@ -1,5 +1,5 @@
 """The search that chose configs/wsabie_mulan.py's settings: each round a list
-of candidates for `panel.choose` (launch/benchmark.py --suite=panel_search
+of candidates for `panel_search.choose` (launch/benchmark.py --suite=panel_search
 --panel_round=N), each a dict of fitting knobs (wsabie/fitting.Rules) and
 config overrides ('section.field': value). docs/TUNING.md has each round's
 figures and what it decided.

@@ -13,7 +13,7 @@ written once as libsvm files, so both systems read them as a user's files.
               visual words: more labels than examples
 
 Their figures are never fitted to: the defaults are chosen on validation
-splits of the training files (panel.choose), and the test files only score.
+splits of the training files (panel_search.choose), and the test files only score.
 """
 from __future__ import annotations
 

@@ -208,9 +208,9 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     result['input'] = input_rate(accelerator_webscale or webscale.data.shards_dir,
                                  webscale.train.batch_size, steps=40 if small else 400)
   if 'panel_search' in suites:
-    from wsabie_jax.benchmarks import panel as panel_lib
-    result['panel_search'] = panel_lib.choose(panel, panel_lib.SEARCH[panel_round], budget_seconds,
-                                              peer=panel_search_peer)
+    from wsabie_jax.benchmarks import panel_search
+    result['panel_search'] = panel_search.choose(panel, panel_search.SEARCH[panel_round],
+                                                 budget_seconds, peer=panel_search_peer)
   return result
 
 
