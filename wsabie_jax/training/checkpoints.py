@@ -15,6 +15,7 @@ users (evaluate, annotate) only fall back.
 """
 from __future__ import annotations
 
+import atexit
 import copy
 import errno
 import inspect
@@ -24,6 +25,7 @@ import logging
 import pathlib
 import sys
 import time
+import traceback
 import zlib
 
 import jax
@@ -50,7 +52,8 @@ class CheckpointError(RuntimeError):
 class Checkpoints:
 
   def __init__(self, workdir, keep: int = 2):
-    _brief_orbax_errors()
+    _hold_orbax_errors()
+    _quiet_orbax_leftovers()
     self.workdir = pathlib.Path(workdir).absolute()
     options = lambda n: ocp.CheckpointManagerOptions(max_to_keep=n, create=True)
     self.latest = ocp.CheckpointManager(self.workdir / 'checkpoints', options=options(keep))
@@ -89,7 +92,10 @@ class Checkpoints:
       if _nbytes(state) < WAIT_BELOW_BYTES:
         manager.wait_until_finished()
     except Exception as error:  # noqa: BLE001 (Orbax wraps the OSError in several kinds)
-      raise _unwritable(error, manager, step) from error
+      said = _unwritable(error, manager, step)
+      ORBAX_ERRORS.release(drop=said is not error)  # our one line says what they said
+      raise said from error
+    ORBAX_ERRORS.release()
     log.info('saved checkpoint %s/%d', pathlib.Path(manager.directory).name, step)
 
   def restore(self, manager: ocp.CheckpointManager, like_state, set_aside: bool = False):
@@ -100,16 +106,17 @@ class Checkpoints:
       try:
         got = _restore_step(manager, step, like_state)
       except Exception as error:  # noqa: BLE001 (Orbax and its readers raise many kinds)
+        ORBAX_ERRORS.release()
         reason = _reason(error)
         log.warning('checkpoint %s/%d is unreadable (%s); trying an older one',
                     manager.directory, step, reason)
         failed.append((step, reason))
-        _quiet_abandoned_reads()
         continue
       if failed and set_aside:
         self._set_aside(manager, [s for s, _ in failed])
       if failed:
         log.warning('restored %s/%d instead', manager.directory, step)
+      ORBAX_ERRORS.release()
       return got
     if failed:
       raise CheckpointError(f'no readable checkpoint in {manager.directory}: '
@@ -140,9 +147,12 @@ class Checkpoints:
     manager.reload()
 
   def close(self):
-    for m in (self.latest, self.best):
-      m.wait_until_finished()
-      m.close()
+    try:
+      for m in (self.latest, self.best):
+        m.wait_until_finished()
+        m.close()
+    finally:
+      ORBAX_ERRORS.release()
 
 
 def digests(state, record: dict) -> dict:
@@ -213,43 +223,86 @@ def _nbytes(state) -> int:
   return sum(x.nbytes for x in jax.tree.leaves(state))
 
 
-def _quiet_abandoned_reads():
-  """A failed Orbax restore leaves its other array reads suspended; when they
-  are finalised (at exit) each prints 'Exception ignored in <coroutine …>' and
-  a 60-line traceback of the failure already logged. Silence those, only."""
+def _quiet_orbax_leftovers():
+  """Orbax's threads, abandoned after a failure, print tracebacks through
+  sys.unraisablehook of what was already reported: a failed restore's
+  suspended reads ('Exception ignored in <coroutine …>', 60 lines each, at
+  exit), and after a failed save TensorStore's callbacks waking the event
+  loop Orbax has closed ('RuntimeError: Event loop is closed', 0–6 of them
+  at random). Silence those, only; anything else reaches the hook before."""
   if sys.unraisablehook in _QUIET_HOOKS:
     return
   hook = sys.unraisablehook
 
   def quiet(unraisable):
-    obj = unraisable.object
-    if not (inspect.iscoroutine(obj) and 'orbax' in obj.cr_code.co_filename):
+    if not _orbax_leftover(unraisable):
       hook(unraisable)
 
   _QUIET_HOOKS.add(quiet)
   sys.unraisablehook = quiet
 
 
-_QUIET_HOOKS: set = set()  # the hooks _quiet_abandoned_reads installed
+def _orbax_leftover(unraisable) -> bool:
+  obj, error = unraisable.object, unraisable.exc_value
+  if inspect.iscoroutine(obj):
+    return 'orbax' in obj.cr_code.co_filename
+  if obj is None and isinstance(error, RuntimeError) and str(error) == 'Event loop is closed':
+    frames = traceback.extract_tb(unraisable.exc_traceback)
+    return any(f.name == 'call_soon_threadsafe' and 'asyncio' in f.filename for f in frames)
+  return False
 
 
-class _OrbaxErrorsBrief(logging.Filter):
-  """Orbax's own errors in one line each, without their tracebacks: a save
-  that fails (a full disk) logged 330–741 lines of its threads' tracebacks
-  before our one line (`save` raises CheckpointError naming the cause)."""
+_QUIET_HOOKS: set = set()  # the hooks _quiet_orbax_leftovers installed
+
+
+class _OrbaxErrorsHeld(logging.Filter):
+  """Orbax's own error records, cut to their first line (their tracebacks
+  ran to 330–741 lines on a full disk) and held back until the save or
+  restore they belong to ends: `release` logs them then, or drops them where
+  our one line says the same (`save` on a full disk: 4 records, each a
+  thread's view of the one cause, and later asyncio's '… exception was never
+  retrieved' for Orbax's abandoned writes). Held ones left at exit are
+  logged."""
+
+  def __init__(self):
+    super().__init__()
+    self.held: list[logging.LogRecord] = []
+    self.explained = False  # a save's failure was said in one line: the rest is its echo
 
   def filter(self, record):
-    if record.levelno >= logging.ERROR and '/orbax/' in record.pathname:
-      message = record.getMessage().strip().splitlines()
-      record.msg, record.args = (message[0][:300] if message else ''), None
-      record.exc_info = record.exc_text = record.stack_info = None
-    return True
+    if (getattr(record, 'wsabie_released', False) or record.levelno < logging.ERROR
+        or not _from_orbax(record)):
+      return True
+    message = record.getMessage().strip().splitlines()
+    record.msg, record.args = (message[0][:300] if message else ''), None
+    record.exc_info = record.exc_text = record.stack_info = None
+    if not self.explained:
+      self.held.append(record)
+    return False
+
+  def release(self, drop: bool = False):
+    held, self.held = self.held, []
+    self.explained = self.explained or drop
+    for record in [] if drop else held:
+      record.wsabie_released = True
+      logging.getLogger(record.name).handle(record)
 
 
-def _brief_orbax_errors():
-  absl_logger = logging.getLogger('absl')
-  if not any(isinstance(f, _OrbaxErrorsBrief) for f in absl_logger.filters):
-    absl_logger.addFilter(_OrbaxErrorsBrief())
+def _from_orbax(record: logging.LogRecord) -> bool:
+  """Orbax's record (absl's logger), or asyncio's about an Orbax task or a
+  future of its writes (its message names an .orbax-checkpoint-tmp path)."""
+  return '/orbax/' in record.pathname or (record.name == 'asyncio'
+                                          and 'orbax' in record.getMessage())
+
+
+ORBAX_ERRORS = _OrbaxErrorsHeld()
+atexit.register(ORBAX_ERRORS.release)
+
+
+def _hold_orbax_errors():
+  for name in ('absl', 'asyncio'):
+    if ORBAX_ERRORS not in logging.getLogger(name).filters:
+      logging.getLogger(name).addFilter(ORBAX_ERRORS)
 
 
 def _reason(error: Exception) -> str:
