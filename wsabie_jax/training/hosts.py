@@ -25,7 +25,8 @@ What the runtime leaves to the program:
               gone), or that publishes its own failure (an exception), makes
               the others exit at once with one line naming it, the step and
               the last checkpoint. The runtime's own timeout is set to twice
-              ours, so its abort is only the backstop.
+              ours, so its abort is only the backstop; where it aborts at
+              once (process 0 died), last_word.py prints the one line.
 """
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ import traceback
 from typing import Callable
 
 import jax
+
+from wsabie_jax.training import last_word
 
 log = logging.getLogger('wsabie_jax')
 
@@ -91,6 +94,7 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     _check_port_free(coordinator_address)
   # The runtime aborts in C++ (a 30-line dump) when the processes have not all
   # joined by its timeout: one line first, just before it would.
+  last_word.install()
   joined = threading.Event()
   threading.Thread(target=_exit_unless_joined, daemon=True,
                    args=(joined, max(initialization_timeout - 1.0, 0.5), coordinator_address,
@@ -211,27 +215,21 @@ def exit_together(message: str, *, wait: float = 10.0) -> None:
 @dataclasses.dataclass
 class Whereabouts:
   """The step the loop reached and where its checkpoints go (written by the
-  loop, read by `Peers` when it reports a failure)."""
+  loop, read by `Peers` when it reports a failure, and told to the stderr
+  filter that speaks when the runtime aborts: last_word.py)."""
   step: int | None = None
   checkpoints: pathlib.Path | None = None
 
+  def __setattr__(self, name, value):
+    super().__setattr__(name, value)
+    last_word.tell(name, value)
+
   def last_checkpoint(self) -> int | None:
-    """The newest step committed on disk (Orbax names a step's folder by its
-    number once written whole): a save the failure interrupted is not one."""
-    if self.checkpoints is None or not self.checkpoints.is_dir():
-      return None
-    return max((int(p.name) for p in self.checkpoints.iterdir() if p.name.isdigit()),
-               default=None)
+    return last_word.last_checkpoint(self.checkpoints)
 
   def describe(self) -> str:
     """' at step N; the last checkpoint is step M; restart …' (appended to a reason)."""
-    if self.step is None and self.checkpoints is None:
-      return ' before training began'
-    at = f' at step {self.step}' if self.step is not None else ''
-    last = self.last_checkpoint()
-    kept = (f'the last checkpoint is step {last}' if last is not None
-            else 'no checkpoint was saved yet')
-    return f'{at}; {kept}; restart every process to resume'
+    return last_word.describe(self.step, self.checkpoints)
 
 
 WHEREABOUTS = Whereabouts()
