@@ -198,6 +198,33 @@ def test_orbax_errors_a_save_explains_are_dropped_others_are_logged(tmp_path, mo
     ckpts.close()
 
 
+def test_a_save_cut_short_by_a_second_ctrl_c_is_not_reported_by_orbax(tmp_path, monkeypatch):
+  """Was: two Ctrl-C, the second during a save, printed Orbax's 'Save Finalize
+  thread (save_finalize) failed' before 'error: interrupted (SIGINT)'."""
+  seen = []
+  handler = logging.Handler()
+  handler.emit = lambda record: seen.append(record.getMessage())
+  logging.getLogger().addHandler(handler)
+  monkeypatch.setattr(checkpoints.ORBAX_ERRORS, 'explained', False)
+  state, _ = _two_checkpoints(tmp_path)
+  ckpts = checkpoints.Checkpoints(tmp_path)
+
+  def interrupted(*args, **kwargs):
+    logging.getLogger('absl').handle(_orbax_error('Save Finalize thread (save_finalize) failed.'))
+    raise KeyboardInterrupt
+
+  try:
+    monkeypatch.setattr(ckpts.latest, 'save', interrupted)
+    with pytest.raises(KeyboardInterrupt):
+      ckpts.save(ckpts.latest, state._replace(step=state.step + 1), {})
+    checkpoints.ORBAX_ERRORS.release()
+    assert seen == []
+  finally:
+    logging.getLogger().removeHandler(handler)
+    monkeypatch.undo()
+    ckpts.close()
+
+
 def test_event_loop_closed_after_a_failed_save_is_silenced():
   """Was: after a save failed on a full disk, TensorStore's callbacks woke the
   event loop Orbax had closed: 0–6 'Event loop is closed' tracebacks of 6

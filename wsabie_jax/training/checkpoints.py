@@ -91,6 +91,9 @@ class Checkpoints:
                                                  record=ocp.args.JsonSave(record)), force=True)
       if _nbytes(state) < WAIT_BELOW_BYTES:
         manager.wait_until_finished()
+    except KeyboardInterrupt:  # a second Ctrl-C cut the save short: Orbax's errors echo it
+      ORBAX_ERRORS.release(drop=True)
+      raise
     except Exception as error:  # noqa: BLE001 (Orbax wraps the OSError in several kinds)
       said = _unwritable(error, manager, step)
       ORBAX_ERRORS.release(drop=said is not error)  # our one line says what they said
