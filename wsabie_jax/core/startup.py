@@ -32,9 +32,25 @@ def _remember(signum, frame):
 
 
 def remembered() -> None:
-  """From here on a signal raises KeyboardInterrupt and is noted (cli.main)."""
+  """From here on a signal raises KeyboardInterrupt and is noted (cli.main);
+  one swallowed where Python ignores exceptions prints nothing there."""
   for s in SIGNALS:
     signal.signal(s, _remember)
+  if sys.unraisablehook is not _quiet_swallowed:
+    _HOOKS['before'] = sys.unraisablehook
+    sys.unraisablehook = _quiet_swallowed
+
+
+def _quiet_swallowed(unraisable) -> None:
+  """A noted signal's KeyboardInterrupt raised in a callback Python ignores
+  exceptions of (JAX's gc callback): 'Exception ignored in …' and a 6-line
+  traceback, for a signal that still stops the run (interrupts.caught)."""
+  if issubclass(unraisable.exc_type, KeyboardInterrupt) and received:
+    return
+  _HOOKS['before'](unraisable)
+
+
+_HOOKS: dict = {}  # 'before': the unraisable hook `remembered` found
 
 
 if sys.platform != 'win32':
