@@ -114,6 +114,17 @@ def test_repeated_feature_id_is_one_feature_with_the_values_summed(tmp_path):
                              rtol=1e-6)
 
 
+def test_log_l2_damps_each_value_then_scales_to_unit_norm(tmp_path):
+  """data.normalize='log_l2': sign(x)·log(1 + |x|), then the unit norm (by hand)."""
+  path = _write(tmp_path, 'counts.txt', '0 1:9 4:1 7:-3\n1 2:1\n')
+  ds = dataset.normalize(libsvm.read_libsvm(path), 'log_l2')
+  damped = np.array([np.log(10.0), np.log(2.0), -np.log(4.0)])
+  np.testing.assert_allclose(ds.features(0)[1], damped / np.linalg.norm(damped), rtol=1e-6)
+  np.testing.assert_allclose(ds.features(1)[1], [1.0], rtol=1e-6)
+  with pytest.raises(ValueError, match="'l2', 'log_l2' or 'none'"):
+    dataset.normalize(ds, 'log')
+
+
 @pytest.mark.parametrize('kind', ['mulan', 'libsvm'])
 def test_empty_training_file_is_blamed_on_itself(tmp_path, kind):
   """An ARFF header with no rows said only "the training set has no positive

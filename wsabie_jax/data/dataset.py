@@ -165,11 +165,16 @@ def split_validation(ds: SparseDataset, fraction: float, seed: int):
 
 
 def normalize(ds: SparseDataset, kind: str) -> SparseDataset:
-  """'l2' scales each image's feature vector to unit norm; 'none' keeps it."""
+  """'l2' scales each image's feature vector to unit norm; 'log_l2' first
+  damps each value to sign(x)·log(1 + |x|) (a word seen 10 times weighs
+  2.4, not 10); 'none' keeps it."""
   if kind == 'none':
     return ds
-  if kind != 'l2':
-    raise ValueError(f"normalize must be 'l2' or 'none', got {kind!r}")
+  if kind not in ('l2', 'log_l2'):
+    raise ValueError(f"normalize must be 'l2', 'log_l2' or 'none', got {kind!r}")
+  if kind == 'log_l2':
+    ds = dataclasses.replace(ds, feat_val=(np.sign(ds.feat_val) * np.log1p(np.abs(ds.feat_val))
+                                           ).astype(np.float32))
   lengths = np.diff(ds.feat_indptr)
   sq = np.bincount(np.repeat(np.arange(ds.num_images), lengths),
                    weights=ds.feat_val.astype(np.float64) ** 2, minlength=ds.num_images)

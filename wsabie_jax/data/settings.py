@@ -19,13 +19,13 @@ from wsabie_jax.data.synthetic import SyntheticSpec
 
 PROTOCOLS = ('random', 'leave_one_out')
 FEATURES = ('visual', 'image_id')
-NORMALIZE = ('l2', 'none')
+NORMALIZE = ('l2', 'log_l2', 'none')
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
   kind: str = 'synthetic'       # KINDS below
-  normalize: str = 'l2'         # per-image feature normalisation: 'l2' | 'none'
+  normalize: str = 'l2'         # per-image feature normalisation: 'l2' | 'log_l2' | 'none'
   bias_feature: float = 0.0     # > 0: a constant extra feature (a learnt label prior)
   validation_fraction: float = 0.1  # carved from train, for model selection
   split_seed: int = 0
