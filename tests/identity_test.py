@@ -155,74 +155,71 @@ def test_orbax_errors_are_held_and_logged_without_their_tracebacks():
   assert held.filter(warning) is True
 
 
-def test_orbax_errors_a_save_explains_are_dropped_others_are_logged(tmp_path, monkeypatch):
+@pytest.fixture
+def saving(tmp_path, monkeypatch):
+  """(what is logged, Checkpoints at step 1, its state): Orbax's held errors
+  reset, the log read at the root as a user sees it."""
+  seen = []
+  handler = logging.Handler()
+  handler.emit = lambda record: seen.append(record.getMessage())
+  logging.getLogger().addHandler(handler)
+  monkeypatch.setattr(checkpoints.ORBAX_ERRORS, 'explained', False)
+  state, _ = _two_checkpoints(tmp_path)
+  ckpts = checkpoints.Checkpoints(tmp_path)
+  yield seen, ckpts, state._replace(step=state.step + 1)
+  logging.getLogger().removeHandler(handler)
+  monkeypatch.undo()
+  ckpts.close()
+
+
+def _save_logging(message: str, raises: BaseException):
+  """A stand-in for Orbax's save: logs its error record, then raises."""
+  def save(*args, **kwargs):
+    logging.getLogger('absl').handle(_orbax_error(message))
+    raise raises
+  return save
+
+
+def test_orbax_errors_a_save_explains_are_dropped_others_are_logged(saving, monkeypatch):
   """A save failing other than on a full disk logs Orbax's records before its
   traceback (nothing lost), as `release` does at exit. One that fails on a
   full disk says so in one line: Orbax's 4 records of the same cause are
   dropped, and so is asyncio's later word on Orbax's abandoned writes."""
-  seen = []
-  handler = logging.Handler()
-  handler.emit = lambda record: seen.append(record.getMessage())
-  logging.getLogger().addHandler(handler)
-  monkeypatch.setattr(checkpoints.ORBAX_ERRORS, 'explained', False)
-  state, _ = _two_checkpoints(tmp_path)
-  ckpts = checkpoints.Checkpoints(tmp_path)
-
-  def failing(cause):
-    def save(*args, **kwargs):
-      logging.getLogger('absl').handle(_orbax_error('RESOURCE_EXHAUSTED: Error writing "V"\ntb'))
-      raise RuntimeError('tensorstore write failed') from cause
-    return save
-
-  try:
-    monkeypatch.setattr(ckpts.latest, 'save', failing(ValueError('a bug')))
-    with pytest.raises(RuntimeError, match='tensorstore write failed'):
-      ckpts.save(ckpts.latest, state._replace(step=state.step + 1), {})
-    assert seen == ['raised: RESOURCE_EXHAUSTED: Error writing "V"']
-    monkeypatch.setattr(ckpts.latest, 'save', failing(OSError(28, 'No space left on device')))
-    with pytest.raises(checkpoints.CheckpointError):
-      ckpts.save(ckpts.latest, state._replace(step=state.step + 1), {})
-    echo = logging.LogRecord('asyncio', logging.ERROR, '/asyncio/base_events.py', 1771,
-                             'Task exception was never retrieved\nfuture: <Task coro=<write() '
-                             'defined at /site-packages/orbax/checkpoint/x.py:188>>', None, None)
-    future = logging.LogRecord('asyncio', logging.ERROR, '/asyncio/base_events.py', 1771,
-                               "Future exception was never retrieved\nfuture: <Future finished "
-                               "exception=ValueError('Error writing \"/w/checkpoints/2.orbax-"
-                               "checkpoint-tmp/x\"')>", None, None)
-    for record in (echo, future):
-      logging.getLogger('asyncio').handle(record)
-    assert len(seen) == 1 and checkpoints.ORBAX_ERRORS.held == []
-  finally:
-    logging.getLogger().removeHandler(handler)
-    monkeypatch.undo()
-    ckpts.close()
+  seen, ckpts, state = saving
+  written = 'RESOURCE_EXHAUSTED: Error writing "V"\ntb'
+  bug = RuntimeError('tensorstore write failed')
+  bug.__cause__ = ValueError('a bug')
+  monkeypatch.setattr(ckpts.latest, 'save', _save_logging(written, bug))
+  with pytest.raises(RuntimeError, match='tensorstore write failed'):
+    ckpts.save(ckpts.latest, state, {})
+  assert seen == ['raised: RESOURCE_EXHAUSTED: Error writing "V"']
+  full = RuntimeError('tensorstore write failed')
+  full.__cause__ = OSError(28, 'No space left on device')
+  monkeypatch.setattr(ckpts.latest, 'save', _save_logging(written, full))
+  with pytest.raises(checkpoints.CheckpointError):
+    ckpts.save(ckpts.latest, state, {})
+  echo = logging.LogRecord('asyncio', logging.ERROR, '/asyncio/base_events.py', 1771,
+                           'Task exception was never retrieved\nfuture: <Task coro=<write() '
+                           'defined at /site-packages/orbax/checkpoint/x.py:188>>', None, None)
+  future = logging.LogRecord('asyncio', logging.ERROR, '/asyncio/base_events.py', 1771,
+                             "Future exception was never retrieved\nfuture: <Future finished "
+                             "exception=ValueError('Error writing \"/w/checkpoints/2.orbax-"
+                             "checkpoint-tmp/x\"')>", None, None)
+  for record in (echo, future):
+    logging.getLogger('asyncio').handle(record)
+  assert len(seen) == 1 and checkpoints.ORBAX_ERRORS.held == []
 
 
-def test_a_save_cut_short_by_a_second_ctrl_c_is_not_reported_by_orbax(tmp_path, monkeypatch):
+def test_a_save_cut_short_by_a_second_ctrl_c_is_not_reported_by_orbax(saving, monkeypatch):
   """Was: two Ctrl-C, the second during a save, printed Orbax's 'Save Finalize
   thread (save_finalize) failed' before 'error: interrupted (SIGINT)'."""
-  seen = []
-  handler = logging.Handler()
-  handler.emit = lambda record: seen.append(record.getMessage())
-  logging.getLogger().addHandler(handler)
-  monkeypatch.setattr(checkpoints.ORBAX_ERRORS, 'explained', False)
-  state, _ = _two_checkpoints(tmp_path)
-  ckpts = checkpoints.Checkpoints(tmp_path)
-
-  def interrupted(*args, **kwargs):
-    logging.getLogger('absl').handle(_orbax_error('Save Finalize thread (save_finalize) failed.'))
-    raise KeyboardInterrupt
-
-  try:
-    monkeypatch.setattr(ckpts.latest, 'save', interrupted)
-    with pytest.raises(KeyboardInterrupt):
-      ckpts.save(ckpts.latest, state._replace(step=state.step + 1), {})
-    checkpoints.ORBAX_ERRORS.release()
-    assert seen == []
-  finally:
-    logging.getLogger().removeHandler(handler)
-    monkeypatch.undo()
-    ckpts.close()
+  seen, ckpts, state = saving
+  monkeypatch.setattr(ckpts.latest, 'save', _save_logging(
+      'Save Finalize thread (save_finalize) failed.', KeyboardInterrupt()))
+  with pytest.raises(KeyboardInterrupt):
+    ckpts.save(ckpts.latest, state, {})
+  checkpoints.ORBAX_ERRORS.release()
+  assert seen == []
 
 
 def test_event_loop_closed_after_a_failed_save_is_silenced():
