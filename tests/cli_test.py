@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from wsabie_jax.core import startup
+from wsabie_jax.core import echoes, startup
 from wsabie_jax.training import interrupts
 
 from tests import helpers
@@ -221,14 +221,15 @@ def test_a_signal_swallowed_in_a_callback_prints_nothing_there(monkeypatch):
   the run still stops: interrupts.caught). Other unraisable errors, and a
   KeyboardInterrupt no signal explains, reach the hook that was there."""
   shown = []
-  monkeypatch.setitem(startup._HOOKS, 'before', shown.append)
+  monkeypatch.setitem(echoes._HOOKS, 'before', shown.append)
+  monkeypatch.setattr(echoes, '_ECHOES', [startup._swallowed_signal])
   monkeypatch.setattr(startup, 'received', [signal.SIGINT])
   swallowed, other = (types.SimpleNamespace(exc_type=t) for t in (KeyboardInterrupt, ValueError))
-  startup._quiet_swallowed(swallowed)
-  startup._quiet_swallowed(other)
+  echoes._hook(swallowed)
+  echoes._hook(other)
   assert shown == [other]
   monkeypatch.setattr(startup, 'received', [])
-  startup._quiet_swallowed(swallowed)
+  echoes._hook(swallowed)
   assert shown == [other, swallowed]
 
 

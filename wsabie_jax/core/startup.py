@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 
+from wsabie_jax.core import echoes
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 received: list[int] = []  # signals since `remembered`, oldest first
 
@@ -36,21 +38,14 @@ def remembered() -> None:
   one swallowed where Python ignores exceptions prints nothing there."""
   for s in SIGNALS:
     signal.signal(s, _remember)
-  if sys.unraisablehook is not _quiet_swallowed:
-    _HOOKS['before'] = sys.unraisablehook
-    sys.unraisablehook = _quiet_swallowed
+  echoes.quiet(_swallowed_signal)
 
 
-def _quiet_swallowed(unraisable) -> None:
+def _swallowed_signal(unraisable) -> bool:
   """A noted signal's KeyboardInterrupt raised in a callback Python ignores
   exceptions of (JAX's gc callback): 'Exception ignored in …' and a 6-line
   traceback, for a signal that still stops the run (interrupts.caught)."""
-  if issubclass(unraisable.exc_type, KeyboardInterrupt) and received:
-    return
-  _HOOKS['before'](unraisable)
-
-
-_HOOKS: dict = {}  # 'before': the unraisable hook `remembered` found
+  return issubclass(unraisable.exc_type, KeyboardInterrupt) and bool(received)
 
 
 if sys.platform != 'win32':

@@ -23,7 +23,6 @@ import json
 import os
 import logging
 import pathlib
-import sys
 import time
 import traceback
 import zlib
@@ -32,6 +31,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from wsabie_jax.core import echoes
 from wsabie_jax.training import hosts
 
 log = logging.getLogger('wsabie_jax')
@@ -53,7 +53,7 @@ class Checkpoints:
 
   def __init__(self, workdir, keep: int = 2):
     _hold_orbax_errors()
-    _quiet_orbax_leftovers()
+    echoes.quiet(_orbax_leftover)
     self.workdir = pathlib.Path(workdir).absolute()
     options = lambda n: ocp.CheckpointManagerOptions(max_to_keep=n, create=True)
     self.latest = ocp.CheckpointManager(self.workdir / 'checkpoints', options=options(keep))
@@ -226,26 +226,13 @@ def _nbytes(state) -> int:
   return sum(x.nbytes for x in jax.tree.leaves(state))
 
 
-def _quiet_orbax_leftovers():
+def _orbax_leftover(unraisable) -> bool:
   """Orbax's threads, abandoned after a failure, print tracebacks through
   sys.unraisablehook of what was already reported: a failed restore's
   suspended reads ('Exception ignored in <coroutine …>', 60 lines each, at
   exit), and after a failed save TensorStore's callbacks waking the event
   loop Orbax has closed ('RuntimeError: Event loop is closed', 0–6 of them
-  at random). Silence those, only; anything else reaches the hook before."""
-  if sys.unraisablehook in _QUIET_HOOKS:
-    return
-  hook = sys.unraisablehook
-
-  def quiet(unraisable):
-    if not _orbax_leftover(unraisable):
-      hook(unraisable)
-
-  _QUIET_HOOKS.add(quiet)
-  sys.unraisablehook = quiet
-
-
-def _orbax_leftover(unraisable) -> bool:
+  at random)."""
   obj, error = unraisable.object, unraisable.exc_value
   if inspect.iscoroutine(obj):
     return 'orbax' in obj.cr_code.co_filename
@@ -253,9 +240,6 @@ def _orbax_leftover(unraisable) -> bool:
     frames = traceback.extract_tb(unraisable.exc_traceback)
     return any(f.name == 'call_soon_threadsafe' and 'asyncio' in f.filename for f in frames)
   return False
-
-
-_QUIET_HOOKS: set = set()  # the hooks _quiet_orbax_leftovers installed
 
 
 class _OrbaxErrorsHeld(logging.Filter):

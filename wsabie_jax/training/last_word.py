@@ -16,6 +16,7 @@ Nothing here imports JAX: the filter starts in milliseconds.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import pathlib
 import re
@@ -120,10 +121,8 @@ class Filter:
     cause = ('process 0 (the coordinator) stopped answering'
              if any(s in held for s in _SERVICE_GONE)
              else "JAX's runtime stopped this process (another process failed: see its output)")
-    step = self.where.get('step')
-    checkpoints = self.where.get('checkpoints')
-    where = describe(int(step) if step not in (None, 'None') else None,
-                     pathlib.Path(checkpoints) if checkpoints not in (None, 'None') else None)
+    step, checkpoints = self.where.get('step'), self.where.get('checkpoints')
+    where = describe(step and int(step), checkpoints and pathlib.Path(checkpoints))
     return f'error: {cause}{where} (the runtime\'s report: {path})\n'.encode()
 
 
@@ -171,7 +170,6 @@ def install() -> None:
   os.dup2(write, 2)
   os.close(write)
   _INSTALLED.update(proc=proc, shown=shown)
-  import atexit
   atexit.register(_uninstall)
 
 
@@ -188,8 +186,9 @@ def _uninstall() -> None:
 
 
 def tell(key: str, value) -> None:
-  """Where the run is, for the line the filter may print (no-op without it)."""
-  if _INSTALLED:
+  """Where the run is, for the line the filter may print (no-op without it;
+  None, not yet known, is not told)."""
+  if _INSTALLED and value is not None:
     try:
       os.write(2, b'\x1ewsabie:' + key.encode() + b' ' + str(value).encode() + b'\n')
     except OSError:
