@@ -58,7 +58,7 @@ def export_for(closed_jaxpr, platform: str) -> str:
 
 def _short(config, tmp_path):
   config.train.update(max_steps=6, steps_per_call=3, eval_every_steps=3, eval_subset=50,
-                      checkpoint_every_steps=1000, plan_packs='device')
+                      checkpoint_every_steps=1000, plan_packs='device', call_length='static')
   with config.train.ignore_type():
     config.train.num_epochs = 1
   return config

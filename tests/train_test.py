@@ -10,7 +10,7 @@ import pytest
 from wsabie_jax.training import checkpoints as checkpointing
 from wsabie_jax import methods
 from wsabie_jax.api import configs, run
-from wsabie_jax.training import loop, workdir as workdir_lib
+from wsabie_jax.training import loop, parallel, settings, workdir as workdir_lib
 from tests import helpers
 
 pytestmark = pytest.mark.slow  # whole trainings through the loop
@@ -78,7 +78,7 @@ def _final_state(method: str, config, workdir):
 
 @pytest.mark.parametrize('method,spec', [
     ('wsabie', 'wsabie_synthetic:small'), ('wsabie', 'adaptive'), ('wsabie', 'rows_of_3'),
-    ('wsabie', 'packs_on_device'), ('wsabie', 'gathered_ahead'),
+    ('wsabie', 'packs_on_device'), ('wsabie', 'gathered_ahead'), ('wsabie', 'static_length'),
     ('skipgram', 'skipgram_synthetic:proposed,small'), ('parts', 'parts_synthetic:shared,iw,small')])
 def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   """steps_per_call = 5 (a device-resident stream, lax.fori_loop, calls cut at the
@@ -86,7 +86,8 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   and sampler lists to one dispatch a step; and a run stopped mid-call (step 9)
   and resumed equals both. Packs are planned on the host (CPU's 'auto') or,
   'packs_on_device', built by the step from the ids (an accelerator's), or
-  'gathered_ahead', built for the whole call before its steps (train.gather_ahead)."""
+  'gathered_ahead', built for the whole call before its steps (train.gather_ahead);
+  'static_length': each call run by programs of known lengths (train.call_length)."""
   if method == 'parts':
     helpers.wordnet_or_skip()
 
@@ -100,6 +101,9 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
     elif spec == 'gathered_ahead':  # a call's packs built on the device, all before its steps
       c = _tiny_config()
       c.train.update(plan_packs='device', gather_ahead=True)
+    elif spec == 'static_length':  # an accelerator's: full calls of 5 steps a program of 5
+      c = _tiny_config()
+      c.train.update(plan_packs='device', call_length='static')
     else:
       c = _adaptive(_tiny_config()) if spec == 'adaptive' else configs.load(spec)
     c.train.update(max_steps=steps, eval_every_steps=7, checkpoint_every_steps=1000,
@@ -117,6 +121,32 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   states = [_final_state(method, config(16, 1), tmp_path / d) for d in ('one', 'many', 'resumed')]
   assert int(states[0].step) == 16
   assert_same_states(states[0], states[1], states[2])
+
+
+def test_static_call_lengths_compile_two_programs(monkeypatch):
+  """train.call_length 'static': the full calls (5 steps) run a program whose
+  loop has the length 5 built in, the short calls before each validation (2
+  steps) the traced one: two programs, however many calls."""
+  from wsabie_jax.training import dispatch
+  lengths = []
+  compile_many = dispatch.Dispatcher._compile_many
+
+  def recorded(self, *args, **kwargs):
+    lengths.append(args[4] if len(args) > 4 else kwargs.get('length'))
+    return compile_many(self, *args, **kwargs)
+  monkeypatch.setattr(dispatch.Dispatcher, '_compile_many', recorded)
+  c = _tiny_config(max_steps=28, eval_every_steps=7, steps_per_call=5, call_length='static',
+                   plan_packs='device', checkpoint_every_steps=1000)
+  method = methods.of(c).build(methods.of(c).fit(c)[0], parallel.make_mesh(1))
+  calls = dispatch.Dispatcher(settings.TrainConfig(**c.train.to_dict()), method, 0, 28)
+  state, step, sizes = calls.place(method.init_state()), 0, []
+  while step < 28:
+    state, _, done = calls(state, step)
+    step += done
+    sizes.append(done)
+  calls.close()
+  assert sizes == [5, 2] * 4 and sorted(lengths, key=str) == [5, None]
+  assert len(calls._executables) == 2
 
 
 def assert_same_states(one, many, resumed):
@@ -374,9 +404,10 @@ def test_total_steps_of_each_schedule():
     T(num_epochs=0)
   # 'auto' is resolved when the run starts, and recorded (config.json holds no 'auto').
   assert settings.resolved(T(num_epochs='auto', max_seconds=5.0), 'cpu') == {
-      'num_epochs': 0, 'plan_packs': 'host'}
-  assert settings.resolved(T(num_epochs=3, plan_packs='device'), 'cpu') == {}
-  assert settings.resolved(T(), 'gpu') == {'plan_packs': 'device'}
+      'num_epochs': 0, 'plan_packs': 'host', 'call_length': 'traced'}
+  assert settings.resolved(T(num_epochs=3, plan_packs='device', call_length='traced'),
+                           'cpu') == {}
+  assert settings.resolved(T(), 'gpu') == {'plan_packs': 'device', 'call_length': 'static'}
 
 
 @pytest.mark.parametrize('process_zero', [0, 1])

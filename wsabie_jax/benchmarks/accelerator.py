@@ -11,7 +11,8 @@ then grid):
            validation left out) at B ∈ {1,024, 4,096}, K ∈ {100, 1,000},
            D = 100, Y ∈ {10k, 100k, 1M}; the loop at steps_per_call 1 and at
            the default (the platform's, training/settings.py), the latter also
-           with train.gather_ahead (a call's batches gathered before its
+           with the other train.call_length (`other length`) and with
+           train.gather_ahead (a call's batches gathered before its
            steps, in one pass); at B = 4,096,
            K = 100, Y = 100k also the step alone with train.deterministic
            (XLA's deterministic ops) and with model.matmul_precision
@@ -63,57 +64,74 @@ SMALL_GRID_LABELS = (500, 5000)
 TABLES = ('corel5k', 'shipped', 'batches', 'lightfm', 'grid')
 
 
-def grid(small: bool, seconds: float, steps_per_call: int, labels=None) -> list[dict]:
+def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
+         shapes=None) -> list[dict]:
   """The grid's rows at each Y in `labels` (default GRID_LABELS, or
-  SMALL_GRID_LABELS when small): a device call too short for all twelve rows
-  takes the Ys left."""
+  SMALL_GRID_LABELS when small), each (B, K) of `shapes` (default all four): a
+  device call too short for all twelve rows takes the rows left."""
   Bs, Ks = ((64, 256), (10, 50)) if small else ((1024, 4096), (100, 1000))
+  shapes = shapes or [(B, K) for B in Bs for K in Ks]
   Ys = labels or (SMALL_GRID_LABELS if small else GRID_LABELS)
   deterministic_at = (256, 10, 500) if small else (4096, 100, 100_000)
   rows = []
+  platform = jax.devices()[0].platform
   for Y in Ys:
     data = _grid_data(Y, small)
-    for B in Bs:
-      for K in Ks:
-        config = wsabie_method.base_config(data)
-        config.model.dim = 100
-        config.loss.num_draws = K
-        config.train.update(batch_size=B, eval_every_steps=10**9, checkpoint_every_steps=10**9,
-                            eval_subset=100, log_every_steps=10**9)
-        train = common.load_splits(config)[0]
-        cfg = wsabie_method.step_config(config, train.num_labels)
-        stream = batching.PairStream(train, B, 0)
-        batch = stream.batch(1)
-        row = {'Y': Y, 'B': B, 'K': K}
-        row['alone'] = B / timed.timed_step(cfg, train.num_features, batch,
-                                            steps=20 if small else 200)
-        row['alone_gathered'] = B / timed.timed_gathered_step(cfg, stream, train.num_features,
-                                                              steps=20 if small else 200)
-        row['alone_fresh'] = B / timed.timed_fresh_steps(cfg, stream, train.num_features,
-                                                         steps=20 if small else 200)
-        if (B, K, Y) == deterministic_at:  # what exactness costs, two ways
-          row['alone_deterministic'] = B / timed.timed_step(
-              cfg, train.num_features, batch, steps=10 if small else 50, deterministic=True)
-          tf32 = dataclasses.replace(cfg, model=dataclasses.replace(
-              cfg.model, matmul_precision='tensorfloat32'))
-          row['alone_tensorfloat32'] = B / timed.timed_step(
-              tf32, train.num_features, batch, steps=20 if small else 200)
-        # Steps for about `seconds` at the step's own speed (a time budget would
-        # count compilation, which the loop's pairs/s leaves out); at one step a
-        # call at most 500 (a dispatch each: on an H200, 14× the step's time).
-        steps = max(4 * steps_per_call, int(seconds * row['alone'] / B))
-        for per_call, ahead in ((1, False), (steps_per_call, False), (steps_per_call, True)):
-          config.train.update(steps_per_call=per_call, gather_ahead=ahead,
-                              max_steps=min(steps, 500) if per_call == 1 else steps)
-          with tempfile.TemporaryDirectory() as workdir:
-            got = run_lib.train_and_evaluate(config, workdir)
-          row['loop_ahead' if ahead else f'loop_{per_call}'] = got['train_examples_per_sec']
-        row['loop_over_alone'] = row[f'loop_{steps_per_call}'] / row['alone']
-        # Like for like: the loop's pairs/s over the step alone's on the same fresh batches.
-        row['loop_over_fresh'] = row[f'loop_{steps_per_call}'] / row['alone_fresh']
-        row['ahead_over_fresh'] = row['loop_ahead'] / row['alone_fresh']
-        rows.append(row)
-        _print_grid(rows[-1:], steps_per_call, header=len(rows) == 1)
+    for B, K in shapes:
+      config = wsabie_method.base_config(data)
+      config.model.dim = 100
+      config.loss.num_draws = K
+      config.train.update(batch_size=B, eval_every_steps=10**9, checkpoint_every_steps=10**9,
+                          eval_subset=100, log_every_steps=10**9)
+      train = common.load_splits(config)[0]
+      cfg = wsabie_method.step_config(config, train.num_labels)
+      stream = batching.PairStream(train, B, 0)
+      batch = stream.batch(1)
+      row = {'Y': Y, 'B': B, 'K': K}
+      row['alone'] = B / timed.timed_step(cfg, train.num_features, batch,
+                                          steps=20 if small else 200)
+      row['alone_gathered'] = B / timed.timed_gathered_step(cfg, stream, train.num_features,
+                                                            steps=20 if small else 200)
+      row['alone_fresh'] = B / timed.timed_fresh_steps(cfg, stream, train.num_features,
+                                                       steps=20 if small else 200)
+      if (B, K, Y) == deterministic_at:  # what exactness costs, two ways
+        row['alone_deterministic'] = B / timed.timed_step(
+            cfg, train.num_features, batch, steps=10 if small else 50, deterministic=True)
+        tf32 = dataclasses.replace(cfg, model=dataclasses.replace(
+            cfg.model, matmul_precision='tensorfloat32'))
+        row['alone_tensorfloat32'] = B / timed.timed_step(
+            tf32, train.num_features, batch, steps=20 if small else 200)
+      # Steps for about `seconds` at the step's own speed (a time budget would
+      # count compilation, which the loop's pairs/s leaves out); at one step a
+      # call at most 500 (a dispatch each: on an H200, 14× the step's time).
+      steps = max(4 * steps_per_call, int(seconds * row['alone'] / B))
+      # The loop: at 1 step a call; at the default with its call_length ('auto':
+      # the platform's), with the other length, and with gather_ahead.
+      other = 'traced' if settings.resolved(settings.train(), platform)['call_length'] == 'static' \
+          else 'static'
+      for name, per_call, ahead, length in (('loop_1', 1, False, 'auto'),
+                                            (f'loop_{steps_per_call}', steps_per_call, False, 'auto'),
+                                            (f'loop_{other}', steps_per_call, False, other),
+                                            ('loop_ahead', steps_per_call, True, 'auto')):
+        config.train.update(steps_per_call=per_call, gather_ahead=ahead, call_length=length,
+                            max_steps=min(steps, 500) if per_call == 1 else steps)
+        with tempfile.TemporaryDirectory() as workdir:
+          got = run_lib.train_and_evaluate(config, workdir)
+        row[name] = got['train_examples_per_sec']
+      row['other_length'] = other
+      # The step alone on the loop's next batches from where the loop's steps
+      # left the model (a trained model's steps do other work than a new one's:
+      # fewer violators, other rows): the loop's like for like at its own pace.
+      trained = timed.trained_state(cfg, stream, train.num_features, steps, steps_per_call)
+      row['alone_trained'] = B / timed.timed_fresh_steps(
+          cfg, stream, train.num_features, steps=20 if small else 200, first=steps, state=trained)
+      row['loop_over_alone'] = row[f'loop_{steps_per_call}'] / row['alone']
+      # Like for like: the loop's pairs/s over the step alone's on the same fresh batches.
+      row['loop_over_fresh'] = row[f'loop_{steps_per_call}'] / row['alone_fresh']
+      row['ahead_over_fresh'] = row['loop_ahead'] / row['alone_fresh']
+      row['loop_over_trained'] = row[f'loop_{steps_per_call}'] / row['alone_trained']
+      rows.append(row)
+      _print_grid(rows[-1:], steps_per_call, header=len(rows) == 1)
   return rows
 
 
@@ -123,7 +141,8 @@ def _print_grid(rows, per_call: int, header: bool):
     print(f'{"Y":>9} {"B":>5} {"K":>5} {"alone":>12} {"gathered":>12} {"fresh":>12} '
           f'{"loop 1/call":>12} {f"loop {per_call}/call":>13} {"gathered ahead":>14} '
           f'{"loop ÷ alone":>13} {"loop ÷ fresh":>13} {"ahead ÷ fresh":>14} '
-          f'{"alone, deterministic":>21} {"alone, TF32":>12}')
+          f'{"alone, deterministic":>21} {"alone, TF32":>12} {"trained":>12} '
+          f'{"loop ÷ trained":>15} {"other length":>20}')
   for r in rows:
     det, tf32 = r.get('alone_deterministic'), r.get('alone_tensorfloat32')
     det = f'{det:>12,.0f} ({r["alone"] / det:.1f}×)' if det else ''
@@ -132,7 +151,10 @@ def _print_grid(rows, per_call: int, header: bool):
           f'{r["alone_gathered"]:>12,.0f} {r["alone_fresh"]:>12,.0f} {r["loop_1"]:>12,.0f} '
           f'{r[f"loop_{per_call}"]:>13,.0f} {r["loop_ahead"]:>14,.0f} '
           f'{r["loop_over_alone"]:>13.2f} {r["loop_over_fresh"]:>13.2f} '
-          f'{r["ahead_over_fresh"]:>14.2f} {det:>21} {tf32:>12}', flush=True)
+          f'{r["ahead_over_fresh"]:>14.2f} {det:>21} {tf32:>12} {r["alone_trained"]:>12,.0f} '
+          f'{r["loop_over_trained"]:>15.2f} '
+          f'{r["other_length"] + " " + format(r["loop_" + r["other_length"]], ",.0f"):>20}',
+          flush=True)
 
 
 def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:

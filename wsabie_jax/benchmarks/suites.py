@@ -206,7 +206,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'input' in suites:
     webscale = configs.load('wsabie_webscale:small' if small else 'wsabie_webscale')
     result['input'] = input_rate(accelerator_webscale or webscale.data.shards_dir,
-                                 webscale.train.batch_size, steps=40 if small else 400)
+                                 webscale.train.batch_size, steps=40 if small else 3000)
   if 'panel_search' in suites:
     from wsabie_jax.benchmarks import panel_search
     result['panel_search'] = panel_search.choose(panel, panel_search.SEARCH[panel_round],

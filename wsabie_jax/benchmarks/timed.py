@@ -46,21 +46,43 @@ def timed_gathered_step(cfg: step_lib.StepConfig, stream: batching.PairStream,
 
 
 def timed_fresh_steps(cfg: step_lib.StepConfig, stream: batching.PairStream,
-                      num_features: int, steps: int = 50) -> float:
-  """Seconds per training step over the stream's first `steps` batches, each
-  put on the device beforehand (one dispatch a step): the step alone on the
-  batches the loop trains on, so the loop's pairs/s over it is like for like
-  (a repeated batch's steps get easier as it is learned: `timed_step`)."""
-  batches = [jax.device_put(stream.batch(s)) for s in range(steps + 3)]
+                      num_features: int, steps: int = 50, first: int = 0, state=None) -> float:
+  """Seconds per training step over the stream's batches `first`, `first` + 1,
+  …, each put on the device beforehand (one dispatch a step): the step alone
+  on the batches the loop trains on, so the loop's pairs/s over it is like for
+  like (a repeated batch's steps get easier as it is learned: `timed_step`).
+  From `state` (`trained_state`: where the loop's steps reached) the steps do
+  the work a trained model's do, not a new one's."""
+  batches = [jax.device_put(stream.batch(first + s)) for s in range(steps + 3)]
   step = lambda s, b: step_lib.train_step(cfg, s, b)
-  return _seconds_a_step(cfg, num_features, step, batches, steps, each_step=True)
+  return _seconds_a_step(cfg, num_features, step, batches, steps, each_step=True, state=state)
+
+
+def trained_state(cfg: step_lib.StepConfig, stream: batching.PairStream, num_features: int,
+                  steps: int, steps_per_call: int = 64):
+  """The state after the stream's first `steps` batches, trained as the loop
+  trains (training/dispatch.py's calls), untimed."""
+  state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  method = types.SimpleNamespace(stream=stream, mesh=parallel.make_mesh(1), local_step=None,
+                                 pure_step=lambda s, b: step_lib.train_step(cfg, s, b))
+  train_cfg = settings.TrainConfig(batch_size=stream.batch_size, steps_per_call=steps_per_call,
+                                   eval_every_steps=steps, checkpoint_every_steps=steps)
+  calls, step = dispatch.Dispatcher(train_cfg, method, 0, steps), 0
+  state = calls.place(state)
+  while step < steps:
+    state, _, done = calls(state, step)
+    step += done
+  calls.close()
+  return state
 
 
 def _seconds_a_step(cfg, num_features: int, step, inputs, steps: int,
-                    deterministic: bool = False, each_step: bool = False) -> float:
+                    deterministic: bool = False, each_step: bool = False, state=None) -> float:
   """`inputs`: the step's arguments after the state, the same every step;
-  with `each_step`, step i's own (i < steps + 3: three warm-up steps first)."""
-  state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
+  with `each_step`, step i's own (i < steps + 3: three warm-up steps first).
+  From `state`, else a new model's."""
+  if state is None:
+    state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
   step = jax.jit(step, donate_argnums=0, compiler_options=dispatch.compiler_options(deterministic))
   args = (lambda i: (inputs[i],)) if each_step else (lambda i: inputs)
   for i in range(3):

@@ -7,9 +7,10 @@ Layout of a shard set directory:
 Training walks the positive pairs epoch by epoch: the shard order is permuted
 per epoch and the pairs within a shard per (epoch, shard), so batch `step` is
 a pure function of (seed, step) as with in-memory data. The host holds at
-most SHARDS_HELD shards (plus the prefetched batches): the one being read,
-the next, loaded on a thread of its own meanwhile so that a shard boundary
-does not stall the steps, and one more for builders on either side of it
+most SHARDS_HELD shards, each padded whole as it loads (a batch is then a
+row gather; plus the prefetched batches): the one being read, the next AHEAD,
+loaded on threads of their own meanwhile so that a shard boundary does not
+stall the steps, and one more for builders on either side of it
 (the loop builds a call's batches on several threads: training/dispatch.py).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import functools
 import json
 import multiprocessing
 import pathlib
+import signal
 import threading
 import zipfile
 
@@ -74,13 +76,24 @@ def write_synthetic(spec: synthetic.SyntheticSpec, directory, num_images: int, s
   jobs = [(spec, world, directory, i, min(shard_size, num_images - s), split)
           for i, s in enumerate(range(0, num_images, shard_size))]
   entries = []
-  with multiprocessing.get_context('fork').Pool(workers) if workers > 1 else _Serial() as pool:
+  pool = (multiprocessing.get_context('fork').Pool(workers, initializer=_worker_signals)
+          if workers > 1 else _Serial())
+  with pool:
     for entry in pool.imap(_synthetic_shard, jobs):
       entries.append(entry)
       if progress:
         progress(len(entries), len(jobs))
   names = [f'g{g}_l{y}' for y, g in enumerate(world.parent_Y)]
   return _write_meta(directory, entries, names, world.parent_Y[:, None])
+
+
+def _worker_signals():
+  """A worker leaves signals to the parent: Ctrl-C reaches the whole process
+  group, and the parent's handler ends the pool; the pool's own SIGTERM (at its
+  end) then stops a worker quietly, not through the handlers it forked with
+  (core/startup.py's, which would print a traceback from each worker)."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _Serial:
@@ -169,12 +182,17 @@ class ShardSet:
                          cat('label_idx'), first.num_features, first.label_names, first.label_parents)
 
 
-SHARDS_HELD = 3
+# Shards loaded ahead, each on a loader thread of its own: at a device's pace
+# (320k pairs/s for the web-scale epoch in a minute) a shard of 250,000 images
+# is read in 1.5 s, about what loading and padding the next one takes one
+# thread (0.5–2.5 s on a 2-core CPU, most of it first touches of new memory).
+AHEAD = 2
+SHARDS_HELD = AHEAD + 2  # the one being read, AHEAD loading, one for builders behind
 
 
 class ShardedPairStream:
   """Like batching.PairStream, over a ShardSet; holds a few shards in memory
-  (SHARDS_HELD) and loads the next ahead. A streamed Stream
+  (SHARDS_HELD) and loads the next AHEAD ahead. A streamed Stream
   (training/method.py): each step's batch built on the host. `batch` may be
   called from several threads at once."""
 
@@ -187,7 +205,7 @@ class ShardedPairStream:
     # (epoch, slot) -> Future of (dataset, pair_image, pair_label, permutation), oldest first
     self._held: collections.OrderedDict = collections.OrderedDict()
     self._lock = threading.Lock()
-    self._loader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='shard-loader')
+    self._loader = concurrent.futures.ThreadPoolExecutor(AHEAD, thread_name_prefix='shard-loader')
     self.held_bytes = 0  # the most the held shards have held at once (arrays' bytes)
     self.position = EpochOrder(self.num_examples, batch_size, seed).position
 
@@ -195,11 +213,16 @@ class ShardedPairStream:
     return np.random.default_rng([self.seed, epoch]).permutation(len(self.shards.num_pairs_S))
 
   def _load(self, epoch: int, slot: int):
+    """The shard padded whole, once, on the loader thread: a batch is then a
+    row gather of its images (0.13 ms a web-scale batch of 512 on one core,
+    where subsetting the CSR arrays and padding each batch took 2.7 ms and
+    capped the streamed epoch at the input's rate: docs/SCALE.md)."""
     shard = int(self._order(epoch)[slot])
     ds = self.shards.load(shard)
+    padded = pad_images(ds, self.max_features, self.max_positives)
     pair_image = np.repeat(np.arange(ds.num_images), np.diff(ds.label_indptr))
     perm = np.random.default_rng([self.seed, epoch, shard]).permutation(len(pair_image))
-    return ds, pair_image, ds.label_idx, perm
+    return padded, pair_image, ds.label_idx, perm
 
   def _future(self, epoch: int, slot: int) -> concurrent.futures.Future:
     """The (epoch, slot) shard's load, started if it is not held (the lock held)."""
@@ -211,11 +234,12 @@ class ShardedPairStream:
     return self._held[key]
 
   def _shard(self, epoch: int, slot: int):
-    """The shard at `slot` of epoch's order; the next one's load started."""
+    """The shard at `slot` of epoch's order; the next AHEAD ones' loads started."""
     with self._lock:
       got = self._future(epoch, slot)
-      last = slot + 1 == len(self.shards.num_pairs_S)
-      self._future(epoch + 1 if last else epoch, 0 if last else slot + 1)
+      count = len(self.shards.num_pairs_S)
+      for later in range(slot + 1, slot + 1 + AHEAD):  # into the next epochs' orders
+        self._future(epoch + later // count, later % count)
     shard = got.result()
     with self._lock:
       held = sum(_nbytes(*f.result()) for f in self._held.values()
@@ -237,19 +261,17 @@ class ShardedPairStream:
       k = np.searchsorted(ends, r, side='right')
       for slot in np.unique(k):
         shard = int(order[slot])
-        ds, pair_image, pair_label, perm = self._shard(int(epoch), int(slot))
+        padded, pair_image, pair_label, perm = self._shard(int(epoch), int(slot))
         offsets = r[k == slot] - (ends[slot] - self.shards.num_pairs_S[shard])
         pairs = perm[offsets]
-        padded = pad_images(ds.subset(pair_image[pairs]), self.max_features, self.max_positives)
-        parts.append((padded, pair_label[pairs]))
-    cat = lambda f: np.concatenate([f(p) for p in parts])
-    return PairBatch(label_BxQ=cat(lambda p: p[1])[:, None],
-                     weight_BxQ=np.ones((stop - start, 1), np.float32),
-                     pos_BxP=cat(lambda p: p[0].pos_nxP), num_pos_B=cat(lambda p: p[0].num_pos_n),
-                     feat_idx_BxF=cat(lambda p: p[0].feat_idx_nxF),
-                     feat_val_BxF=cat(lambda p: p[0].feat_val_nxF))
+        images = pair_image[pairs]
+        parts.append((padded.feat_idx_nxF[images], padded.feat_val_nxF[images],
+                      padded.pos_nxP[images], padded.num_pos_n[images], pair_label[pairs]))
+    idx, val, pos, num_pos, label = (np.concatenate(a) if len(parts) > 1 else a[0]
+                                     for a in zip(*parts))
+    return PairBatch(label_BxQ=label[:, None], weight_BxQ=np.ones((stop - start, 1), np.float32),
+                     pos_BxP=pos, num_pos_B=num_pos, feat_idx_BxF=idx, feat_val_BxF=val)
 
 
-def _nbytes(ds: SparseDataset, *arrays: np.ndarray) -> int:
-  return sum(a.nbytes for a in (ds.feat_indptr, ds.feat_idx, ds.feat_val, ds.label_indptr,
-                                ds.label_idx, *arrays))
+def _nbytes(padded, *arrays: np.ndarray) -> int:
+  return sum(a.nbytes for a in (*padded, *arrays) if a is not None)

@@ -22,6 +22,14 @@ runs up to `train.steps_per_call` steps as one jitted, donated loop:
              and copied while the device runs the current one.
   per step   `steps_per_call = 1`: one dispatch a step, batches prefetched.
 
+A call's loop of steps has a length the compiler knows where
+`train.call_length` is 'static' (an accelerator's 'auto'): XLA's GPU while
+loop of a traced length copies its test to the host after every step and
+waits for it, where a known length launches the steps back to back (and lets
+a CUDA graph hold them). Full calls then run a program of `steps_per_call`
+steps, the short ones before a validation or checkpoint the traced one: two
+programs at most. A CPU runs its loops on the host either way ('traced').
+
 Every mode feeds step s the stream's batch s (the stream's own order), so
 parameters are bit-identical across modes and resume is exact mid-call
 (tests/train_test.py). A call ends at the next validation or checkpoint
@@ -78,6 +86,13 @@ def compiler_options(deterministic: bool) -> dict:
   return {'xla_gpu_deterministic_ops': bool(deterministic)}
 
 
+def static_length(train, mesh) -> bool:
+  """Whether a call's loop has a length the compiler knows (`train.call_length`,
+  'auto' resolved for the mesh's platform by settings.resolved)."""
+  where = settings.resolved(train, parallel.platform(mesh)).get('call_length', train.call_length)
+  return where == 'static'
+
+
 def plans_on_host(train, mesh) -> bool:
   """Whether the host plans the calls' packs (`train.plan_packs`, 'auto'
   resolved for the mesh's platform by settings.resolved; the module docstring
@@ -120,6 +135,7 @@ class Dispatcher:
     self.multi = self.mesh.devices.size > 1
     self.options = compiler_options(train.deterministic)
     self.gather_ahead = train.gather_ahead
+    self.static = static_length(train, method.mesh)
     fitted = settings.for_platform(train, parallel.platform(self.mesh))
     per_call = train.steps_per_call or fitted['steps_per_call']
     threads = train.input_threads or fitted['input_threads']
@@ -191,7 +207,9 @@ class Dispatcher:
     waited = time.perf_counter() - start
     self.input_wait_seconds += waited
     assert first == step, (first, step)
-    state, stats = self._executable(state, n, xs, budget)(*self._args(state, n, xs))
+    # A full call's length is the program's own where the lengths are static.
+    length = n if self.static and self.mode != 'per step' and n == self._per_call else None
+    state, stats = self._executable(state, n, xs, budget, length)(*self._args(state, n, xs))
     if self.multi and parallel.platform(self.mesh) == 'cpu':
       # XLA:CPU runs every device's program on one shared thread pool; with
       # asynchronous dispatch one device can start the next call while
@@ -223,25 +241,26 @@ class Dispatcher:
   def _args(self, state, n: int, xs) -> tuple:
     return (state, xs) if self.mode == 'per step' else (state, self.table, xs, np.int32(n))
 
-  def _executable(self, state, n: int, xs, budget: int | None):
+  def _executable(self, state, n: int, xs, budget: int | None, length: int | None = None):
     """The compiled call (ahead of time, for these arguments' shapes and
-    placements: every call has the same), one per budget class; the time it
-    took is added to `compile_seconds`. Keyed by the inputs' shapes too
-    (streamed batches may change them)."""
-    key = (budget, tuple((a.shape, a.dtype) for a in jax.tree.leaves(xs)))
+    placements: every call has the same), one per budget class (and `length`,
+    the steps of a static-length program); the time it took is added to
+    `compile_seconds`. Keyed by the inputs' shapes too (streamed batches may
+    change them)."""
+    key = (budget, length, tuple((a.shape, a.dtype) for a in jax.tree.leaves(xs)))
     if key not in self._executables:
       jax.block_until_ready(state)  # the calls before have run: what follows is compilation
       start = recorder.now()
-      jitted = self.fn if self.mode == 'per step' else self._compiled(budget)
+      jitted = self.fn if self.mode == 'per step' else self._compiled(budget, length)
       self._executables[key] = jitted.lower(*self._args(state, n, xs)).compile()
       self.compile_seconds += recorder.now() - start
     return self._executables[key]
 
-  def _compiled(self, budget: int | None):
+  def _compiled(self, budget: int | None, length: int | None = None):
     """The jitted call for packs of `budget` slots (packed streams;
     data/packing.py): one compilation per budget class, the base one nearly
-    always."""
-    if budget not in self._fns:
+    always (and per static `length`)."""
+    if (budget, length) not in self._fns:
       stream = self._method.stream
       if not stream.resident:  # streamed: the call's batches come built
         gather = lambda table, batch: batch
@@ -253,9 +272,9 @@ class Dispatcher:
         if budget != stream.base_budget:
           log.info('a batch needs %d non-zero slots a pack (base budget %d): compiling '
                    'a call for that', budget, stream.base_budget)
-      self._fns[budget] = self._compile_many(self._method, gather, self._per_call,
-                                             self.gather_ahead and stream.resident)
-    return self._fns[budget]
+      self._fns[budget, length] = self._compile_many(self._method, gather, self._per_call,
+                                                     self.gather_ahead and stream.resident, length)
+    return self._fns[budget, length]
 
   def _compile_one(self, method: Method):
     if self.multi and method.local_step is not None:
@@ -265,7 +284,8 @@ class Dispatcher:
     return jax.jit(checked(method.pure_step), donate_argnums=0, compiler_options=self.options,
                    **self._gspmd_shardings())
 
-  def _compile_many(self, method: Method, gather, per_call: int, ahead: bool = False):
+  def _compile_many(self, method: Method, gather, per_call: int, ahead: bool = False,
+                    length: int | None = None):
     local = self.multi and method.local_step is not None
     step = checked(method.local_step if local else method.pure_step)
 
@@ -273,9 +293,11 @@ class Dispatcher:
       """The first `num_steps` of N steps (one compiled shape for every call):
       a loop of a traced length, so a short call costs its own steps only (a
       scan over N with the rest skipped by `cond` would copy the state on every
-      skipped step). The last step's stats, with
-      the call's first non-finite step. `ahead`: the N batches gathered
-      first, in one vmapped pass (train.gather_ahead)."""
+      skipped step); with a static `length` (a full call's: train.call_length),
+      that many, a loop the compiler knows the length of. The last step's
+      stats, with the call's first non-finite step. `ahead`: the N batches
+      gathered first, in one vmapped pass (train.gather_ahead)."""
+      count = num_steps if length is None else length
       if ahead:
         batches_N = jax.vmap(lambda x: gather(table, x))(xs_N)
         batch_of = lambda i: jax.tree.map(lambda a: a[i], batches_N)
@@ -285,15 +307,15 @@ class Dispatcher:
       def one(i, carry):
         state, last = carry
         state, stats = step(state, batch_of(i))
-        first = jnp.where(last['nonfinite_step'] >= 0, last['nonfinite_step'],
-                          stats['nonfinite_step'])
-        return state, {**stats, 'nonfinite_step': first}
+        bad = jnp.where(last['nonfinite_step'] >= 0, last['nonfinite_step'],
+                        stats['nonfinite_step'])
+        return state, {**stats, 'nonfinite_step': bad}
 
       x0 = jax.tree.map(lambda a: a[0], xs_N)
       zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
                            jax.eval_shape(step, state, gather(table, x0))[1])
       zeros['nonfinite_step'] = jnp.full((), -1, jnp.int32)
-      return jax.lax.fori_loop(0, num_steps, one, (state, zeros))
+      return jax.lax.fori_loop(0, count, one, (state, zeros))
 
     if local:  # each device runs its slice of every step's batch
       many = jax.shard_map(many, mesh=self.mesh, in_specs=(P(), P(), P(None, parallel.AXIS), P()),

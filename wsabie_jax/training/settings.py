@@ -14,6 +14,7 @@ from wsabie_jax.data import settings as data_settings
 
 PLATFORMS = ('', 'cpu', 'gpu', 'cuda', 'rocm', 'tpu')
 PLAN_PACKS = ('auto', 'host', 'device')  # training/dispatch.py
+CALL_LENGTHS = ('auto', 'traced', 'static')  # training/dispatch.py
 
 
 AUTO_EPOCHS = 100  # num_epochs='auto' without a time budget
@@ -70,6 +71,11 @@ class TrainConfig:
   # a step (each costs 36-56 µs of a GPU's step: docs/SCALE.md); the same
   # batches, N of them held at once.
   gather_ahead: Annotated[bool, MAY_CHANGE] = False
+  # A call's loop of steps: 'traced' (one program, its length an argument: a
+  # while loop whose end the device tells the host each step) or 'static'
+  # (full calls a program of known length, short ones the traced); 'auto'
+  # fitted to the platform and recorded (training/dispatch.py).
+  call_length: Annotated[str, MAY_CHANGE] = 'auto'
   # GPU: XLA's deterministic ops, so a resumed run equals an uninterrupted one
   # bit for bit; repeated rows' scatter-adds then run in a fixed order, many
   # times slower (docs/SCALE.md).
@@ -86,7 +92,8 @@ class TrainConfig:
                  checkpoint_every_steps='>=1',
                  num_devices='>=0', steps_per_call='>=0', input_threads='>=0',
                  probe_pairs='>=0')
-    check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS})
+    check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS,
+                         'call_length': CALL_LENGTHS})
     if not (self.max_steps or self.num_epochs or self.max_seconds):
       raise ValueError('train: num_epochs, max_steps and max_seconds are all 0 (nothing '
                        'would end the run)')
@@ -128,13 +135,22 @@ def fitted_to_platform(config: ml_collections.ConfigDict, platform: str) -> tupl
   return out, {f'train.{name}': value for name, value in values.items()}
 
 
+# A CPU runs a while loop's test on the host anyway, and a second program
+# would compile where compiling costs most; a GPU's while loop of a traced
+# length waits for its test on the host every step (training/dispatch.py).
+CALL_LENGTH_CPU, CALL_LENGTH_ACCELERATOR = 'traced', 'static'
+
+
 def resolved(train, platform: str) -> dict:
   """{field: value} of the train section's 'auto' fields that the platform and
-  the budget decide: plan_packs (the host on a CPU, else the device) and
+  the budget decide: plan_packs (the host on a CPU, else the device),
+  call_length (CALL_LENGTH_CPU or CALL_LENGTH_ACCELERATOR) and
   num_epochs (AUTO_EPOCHS, or 0, no cap, where max_seconds ends the run)."""
   out = {}
   if train.plan_packs == AUTO:
     out['plan_packs'] = 'host' if platform == 'cpu' else 'device'
+  if train.call_length == AUTO:
+    out['call_length'] = CALL_LENGTH_CPU if platform == 'cpu' else CALL_LENGTH_ACCELERATOR
   if train.num_epochs == AUTO:
     out['num_epochs'] = epochs_cap(train)
   return out

@@ -1,0 +1,41 @@
+# The accelerator figures docs/SCALE.md still lacks, in one call on a GPU or
+# TPU host (about five minutes on one H200):
+#   1. the accelerator grid's slow rows (Y = 10k; B 4,096 K 100 and B 1,024
+#      K 1,000) with the step alone from a trained model and both call lengths;
+#   2. the web-scale shards (NTRAIN images) and one epoch streamed from them:
+#      pairs/s, the loop's wait for input, test p@1;
+#   3. the streamed input alone on those shards, 1-8 threads.
+#   OUT=dir END=seconds NTRAIN=images WORKERS=n bash launch/device_figures.sh
+# Each step is cut at END seconds from the start; tables and logs go to $OUT.
+# SMALL=1: the same steps at tiny sizes (a minute on a CPU: to try it first).
+set -o pipefail
+T0=$(date +%s); END=${END:-345}; NTRAIN=${NTRAIN:-10000000}; WORKERS=${WORKERS:-16}
+PY=${PY:-python3}; OUT=${OUT:-/tmp/device_figures}; SHARDS=${SHARDS:-/tmp/wsabie_webscale_shards}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+left() { echo $((END - ($(date +%s) - T0))); }
+quiet() { grep -v '^[IWE][0-9]\{4\}\|onstant fold\|reduce-window\|necessarily a bug\|file a bug\|The operation took\|^$'; }
+$PY -c "import jax; print('jax', jax.__version__, jax.devices())"
+echo "== grid, Y = 10,000 ($(left) s left)"
+timeout "$(left)" $PY - "$OUT" "${SMALL:-0}" <<'PYTHON' 2>&1 | quiet | tee "$OUT/grid.log"
+import json, sys
+import jax
+from wsabie_jax.benchmarks import accelerator
+from wsabie_jax.training import settings
+per_call = settings.for_platform(settings.train(), jax.devices()[0].platform)['steps_per_call']
+small = bool(int(sys.argv[2]))
+rows = accelerator.grid(small, 3.0, per_call, labels=[500] if small else [10_000],
+                        shapes=[(256, 10)] if small else [(4096, 100), (1024, 1000)])
+json.dump(rows, open(f'{sys.argv[1]}/grid.json', 'w'), indent=1)
+PYTHON
+WS="--config=configs/wsabie_webscale.py --config.data.shards_dir=$SHARDS --config.data.num_train=$NTRAIN --config.data.shard_size=125000"
+[ "${SMALL:-0}" = 1 ] && WS="$WS --config.data.shard_size=1500 --config.data.synthetic.num_labels=1000 --config.data.num_valid=500 --config.data.num_test=500 --config.train.batch_size=256"
+echo "== web-scale shards, $NTRAIN train images ($(left) s left)"
+timeout "$(left)" $PY launch/make_shards.py $WS --workers="$WORKERS" 2>&1 | quiet | tail -3
+echo "== one web-scale epoch streamed from them ($(left) s left)"
+rm -rf /tmp/wsabie_webscale_run
+timeout "$(left)" $PY launch/train.py $WS --workdir=/tmp/wsabie_webscale_run 2>&1 | quiet | tail -20 | tee "$OUT/webscale.log"
+cp /tmp/wsabie_webscale_run/metrics.json "$OUT/webscale_metrics.json" 2>/dev/null
+echo "== the streamed input alone ($(left) s left)"
+timeout "$(left)" $PY launch/benchmark.py --suite=input $([ "${SMALL:-0}" = 1 ] && echo --small) --accelerator_webscale_shards="$SHARDS" --out="$OUT/input.json" 2>&1 | quiet | tail -5
+echo "== done after $(( $(date +%s) - T0 )) s"
