@@ -307,8 +307,8 @@ def test_step_time_leaves_out_compilation_and_times_the_first_call(tmp_path, mon
   slow, clock = 0.3, helpers.FakeClock().install(monkeypatch)
   compiled, call = dispatch.Dispatcher._compiled, dispatch.Dispatcher.__call__
 
-  def slow_to_compile(self, budget):
-    jitted = compiled(self, budget)
+  def slow_to_compile(self, *budget_and_length):
+    jitted = compiled(self, *budget_and_length)
     return types.SimpleNamespace(lower=lambda *a: (clock.advance(slow), jitted.lower(*a))[1])
 
   calls = []

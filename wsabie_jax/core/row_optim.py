@@ -12,7 +12,7 @@ and projects the same value, so the final scatter-set writes it consistently.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, ClassVar, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,15 +36,18 @@ def init_accumulator(num_rows: int, optimizer: str, initial_value: float) -> jax
 class RowOptimSettings:
   """What every method's optim section says of its row-sparse tables'
   optimiser (WSABIE's V and W, the parts model's, skip-gram's word rows):
-  the kind and Adagrad's start. A method's section adds its learning rates
-  and names their ranges in `rates` (config/schema.check_ranges' rules)."""
+  the kind and Adagrad's start. A method's section adds its learning rates,
+  each a field whose name holds 'learning_rate' (checked > 0), and any `l2`
+  (checked ≥ 0): a new rate is one field."""
   kind: str = 'adagrad'         # row-wise Adagrad | 'sgd' (a fixed rate, as the papers)
   adagrad_init: float = 0.1     # each row's accumulator at the start
-  rates: ClassVar[dict] = {}
 
   def __post_init__(self):
     check_choices(self, {'kind': OPTIMIZERS})
-    check_ranges(self, 'optim', adagrad_init='>0', **self.rates)
+    names = [f.name for f in dataclasses.fields(self)]
+    check_ranges(self, 'optim', adagrad_init='>0',
+                 **{name: '>0' for name in names if 'learning_rate' in name},
+                 **({'l2': '>=0'} if 'l2' in names else {}))
 
 
 def update_rows(table_NxD: jax.Array, acc_N: jax.Array, rows_R: jax.Array,

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 from wsabie_jax.config.schema import MethodSettings, check_choices, check_ranges
 from wsabie_jax.core import precision
@@ -36,7 +35,6 @@ class PartsLoss:
 class PartsOptim(row_optim.RowOptimSettings):
   learning_rate_V: float = 0.05
   learning_rate_W: float = 0.05  # W and U
-  rates: ClassVar[dict] = dict(learning_rate_V='>0', learning_rate_W='>0')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,6 @@ optim, field for field."""
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 import optax
 
@@ -50,7 +49,6 @@ class SkipGramLoss:
 class SkipGramOptim(row_optim.RowOptimSettings):  # (`kind`: the word rows')
   tower_learning_rate: float = 1e-3  # Adam, the tower
   learning_rate: float = 0.05   # the word rows
-  rates: ClassVar[dict] = dict(tower_learning_rate='>0', learning_rate='>0')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,7 @@ field (config/schema.py writes their defaults out and reads them back)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from wsabie_jax.config.schema import AUTO, UNBOUNDED, MethodSettings, check_choices, check_ranges
 from wsabie_jax.core import model, precision, row_optim
@@ -97,7 +97,6 @@ class LossConfig:
 class OptimConfig(row_optim.RowOptimSettings):
   learning_rate: Annotated[float, AUTO] = 0.1
   l2: float = 0.0               # λ·row added to each touched row's gradient (paper 003: 0.01)
-  rates: ClassVar[dict] = dict(learning_rate='>0', l2='>=0')
 
 
 @dataclasses.dataclass(frozen=True)
