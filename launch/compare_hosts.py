@@ -115,20 +115,15 @@ def main(argv):
     print(f'{name:<26} {m["p@1"]:>9.4f} {m["map"]:>9.4f} {m["steps"]:>6} '
           f'{m["train_examples_per_sec"]:>9,.0f}  {held}')
   one, several = runs.values()
+  same = cluster.same_metrics(one['metrics'], several['metrics'])
   print(f'final states: largest difference {_largest_difference(several["state"], one["state"]):.2e}'
         f' (relative to each array\'s largest value); test metrics '
-        f'{"identical" if _same(one, several) else "DIFFER"}; the {n} processes\' replicas '
+        f'{"identical" if same else "DIFFER"}; the {n} processes\' replicas '
         f'{"identical" if len(set(several["checksums"])) == 1 else "DIFFER"} '
         f'(checksums {", ".join(several["checksums"])})')
   if _PEER_DEATH.value:
     print(f'peer death (the last process killed after the first checkpoint, heartbeat timeout '
           f'{_HEARTBEAT.value} s): the others exited after {_peer_death(args, root / "death")}')
-
-
-def _same(a: dict, b: dict) -> bool:
-  times = {'train_seconds', 'train_examples_per_sec'}
-  strip = lambda m: {k: v for k, v in m.items() if k not in times}
-  return strip(a['metrics']) == strip(b['metrics'])
 
 
 if __name__ == '__main__':

@@ -353,3 +353,16 @@ def test_a_process_that_never_says_is_named_after_the_timeout():
     hosts.check_same_run({'a': 1}, 60.0, process=0, count=3, client=store, clock=clock,
                          sleep=lambda s: setattr(clock, 'now', clock.now + s))
   assert 60.0 <= clock.now < 61.0
+
+
+def test_compare_hosts_reads_timings_as_no_difference():
+  """launch/compare_hosts.py says whether the runs' test metrics are identical:
+  the clock's figures (the steps' seconds, the wait for input, pairs/s) are
+  left out; it once counted the input wait and said DIFFER of equal runs."""
+  from wsabie_jax.api import local_cluster
+  one = {'p@1': 0.27, 'map': 0.24, 'train_seconds': 35.7, 'input_wait_seconds': 3.5,
+         'train_examples_per_sec': 10_364.0}
+  several = {**one, 'train_seconds': 49.9, 'input_wait_seconds': 9.3,
+             'train_examples_per_sec': 4_860.0}
+  assert local_cluster.same_metrics(one, several)
+  assert not local_cluster.same_metrics(one, {**several, 'map': 0.25})

@@ -15,6 +15,14 @@ import sys
 import threading
 import time
 
+
+def same_metrics(a: dict, b: dict) -> bool:
+  """Whether two runs' metrics.json are equal, timings left out (the steps'
+  seconds, the wait for input, pairs/s: the clock's, not the run's)."""
+  strip = lambda m: {k: v for k, v in m.items() if not k.endswith(('_seconds', '_per_sec'))}
+  return strip(a) == strip(b)
+
+
 def free_port() -> int:
   """A TCP port free on 127.0.0.1 now (the coordinator binds it moments later)."""
   with socket.socket() as s:

@@ -188,11 +188,11 @@ class Dispatcher:
 
   def input_held(self) -> str:
     """What the host holds of the input at most: the calls in flight and the
-    stream's own cache (a shard), for the log."""
+    stream's own cache (its held shards), for the log."""
     mib = lambda n: f'{n / 2**20:,.1f} MiB'
     held = f'{self.PREFETCH + 2} calls of at most {mib(self.call_bytes)}'
     cached = self._method.stream.held_bytes
-    return held + (f' + a shard of {mib(cached)}' if cached is not None else '')
+    return held + (f' + shards of {mib(cached)}' if cached is not None else '')
 
   def place(self, state):
     """The state on the mesh, committed there as the calls' outputs will be:
