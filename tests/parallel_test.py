@@ -59,16 +59,18 @@ def test_batch_must_split_evenly():
 
 
 @pytest.mark.slow  # a whole training
-@pytest.mark.parametrize('per_call', [1, 4])
-def test_training_loop_on_four_devices_matches_one(tmp_path, per_call):
+@pytest.mark.parametrize('per_call,length', [(1, 'auto'), (4, 'auto'), (4, 'static')])
+def test_training_loop_on_four_devices_matches_one(tmp_path, per_call, length):
   """One dispatch a step, or a lax.fori_loop of 4 inside shard_map (each device
-  gathering its slice of every step's batch from the replicated table)."""
+  gathering its slice of every step's batch from the replicated table); with
+  'static' (an accelerator's call_length) the full calls' loops have their
+  length built in, the short ones before each validation not."""
   from tests.train_test import _tiny_config
   from wsabie_jax.api import run
   results = []
   for n in (1, 4):
     c = _tiny_config(max_steps=12, eval_every_steps=6)
-    c.train.update(num_devices=n, platform='cpu', steps_per_call=per_call)
+    c.train.update(num_devices=n, platform='cpu', steps_per_call=per_call, call_length=length)
     results.append(run.train_and_evaluate(c, tmp_path / str(n)))
   for key in ('p@1', 'p@10', 'map', 'psib@10'):
     assert results[0][key] == pytest.approx(results[1][key], abs=1e-6), key
