@@ -279,9 +279,10 @@ def batch_sizes(budget: float, scales=(1, 2, 4), spec: str = 'wsabie_mulan') -> 
 
 
 def run(small: bool, budget: float, steps_per_call: int = 0, tables=TABLES,
-        labels=None, webscale_shards: str = '') -> dict:
-  """The `tables` named (of TABLES), the grid at the Ys in `labels`, the loop
-  at `steps_per_call` (0: the default, the platform's: training/settings.py)."""
+        labels=None, webscale_shards: str = '', shapes=None) -> dict:
+  """The `tables` named (of TABLES), the grid at the Ys in `labels` and the
+  (B, K) in `shapes` (default all), the loop at `steps_per_call` (0: the
+  default, the platform's: training/settings.py)."""
   if set(tables) - set(TABLES):
     raise ValueError(f'unknown accelerator tables {sorted(set(tables) - set(TABLES))}: '
                      f'choose from {TABLES}')
@@ -295,7 +296,7 @@ def run(small: bool, budget: float, steps_per_call: int = 0, tables=TABLES,
                                        SMALL_SHIPPED if small else SHIPPED, webscale_shards),
             'batches': lambda: batch_sizes(2.0 if small else budget, (1, 2) if small else (1, 2, 4)),
             'lightfm': lambda: versus_lightfm(small, budget, steps_per_call),
-            'grid': lambda: grid(small, seconds, steps_per_call, labels)}
+            'grid': lambda: grid(small, seconds, steps_per_call, labels, shapes)}
   out = {name: makers[name]() for name in TABLES if name in tables}
   return {**out, 'steps_per_call': steps_per_call}
 
