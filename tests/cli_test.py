@@ -235,7 +235,8 @@ def test_a_signal_swallowed_in_a_callback_prints_nothing_there(monkeypatch):
 
 def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
   """Was: a workdir it could not write computed the metrics, then crashed
-  writing eval_test.json without printing them."""
+  writing eval_test.json without printing them. And a reader that has gone
+  ends it quietly."""
   workdir = tmp_path / 'run'
   out = _cli('launch/train.py', '--config=configs/wsabie_synthetic.py:small',
              f'--workdir={workdir}', '--config.train.max_steps=200', timeout=300)
@@ -249,6 +250,17 @@ def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
       f'evaluating {workdir} on its test split (reading the run and its data; a first run on '
       'this machine compiles)',
       f'error: {workdir}/eval_test.json: Is a directory; a folder, not a file']
+  # Its reader gone before it prints (`evaluate --json | head -2`): quiet, 141
+  # (was an 18-line BrokenPipeError traceback).
+  proc = subprocess.Popen([sys.executable, 'launch/evaluate.py', f'--workdir={workdir}',
+                           '--json', '--split=valid'], cwd=ROOT, env=_env(False),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  proc.stdout.close()
+  stderr = proc.communicate(timeout=120)[1]
+  assert proc.returncode == 141 and 'Traceback' not in stderr, stderr
+  assert stderr.strip().splitlines() == [
+      f'evaluating {workdir} on its valid split (reading the run and its data; a first run on '
+      'this machine compiles)']
 
 
 def test_make_shards_of_a_config_without_shards_is_one_line():

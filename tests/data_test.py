@@ -103,6 +103,36 @@ def test_libsvm_errors_name_file_and_line(tmp_path, line, message):
     libsvm.read_libsvm(path)
 
 
+def test_text_files_gzipped_with_a_bom_or_crlf_read_alike(tmp_path):
+  """Every reader's lines (dataset.text_lines): a gzipped file (read by its
+  first bytes, whatever its name), a BOM and CRLF endings give the plain
+  file's dataset and label names."""
+  import codecs
+  import gzip
+  text = '3 6 3\n0,2 1:0.5 4:2\n1 0:1\n2 5:1.5\n'
+  plain = libsvm.read_libsvm(_write(tmp_path, 'plain.txt', text))
+  (tmp_path / 'zipped.txt').write_bytes(gzip.compress(text.encode()))
+  (tmp_path / 'windows.txt').write_bytes(codecs.BOM_UTF8 + text.replace('\n', '\r\n').encode())
+  for name in ('zipped.txt', 'windows.txt'):
+    got = libsvm.read_libsvm(tmp_path / name)
+    for field in ('feat_indptr', 'feat_idx', 'feat_val', 'label_indptr', 'label_idx'):
+      np.testing.assert_array_equal(getattr(got, field), getattr(plain, field), err_msg=name)
+  (tmp_path / 'labels.txt').write_bytes(gzip.compress('ciel\r\nété\r\n'.encode()))
+  assert dataset.read_label_names(tmp_path / 'labels.txt') == ['ciel', 'été']
+
+
+def test_a_byte_not_utf8_or_a_cut_gzip_names_the_file_and_line(tmp_path):
+  """Were 47-51-line UnicodeDecodeError and EOFError tracebacks."""
+  import gzip
+  (tmp_path / 'labels.txt').write_bytes(b'sky\ncaf\xe9\n')  # Latin-1
+  with pytest.raises(DataError, match=r'labels.txt, line 2: byte 0xe9 at column 4 is not UTF-8'):
+    dataset.read_label_names(tmp_path / 'labels.txt')
+  whole = gzip.compress(b''.join(b'0 1:1\n' for _ in range(5000)))
+  (tmp_path / 'cut.txt').write_bytes(whole[:len(whole) // 2])
+  with pytest.raises(DataError, match=r'cut.txt, line \d+: the gzip file is cut short'):
+    libsvm.read_libsvm(tmp_path / 'cut.txt')
+
+
 def test_repeated_feature_id_is_one_feature_with_the_values_summed(tmp_path):
   """`19:1 19:2` was kept as two features, so l2 normalisation saw 1² + 2², not 3²."""
   path = _write(tmp_path, 'dup.txt', '0 4:1 1:5 4:2\n1 2:1\n')

@@ -52,6 +52,15 @@ def _four_devices_match_one(loss, optimizer, sampler, tables, cpus):
   assert float(stats1['loss']) == pytest.approx(float(stats4['loss']), rel=1e-5)
 
 
+def test_more_devices_than_there_are_is_one_line_naming_the_field():
+  """Was a 25-line ValueError traceback (num_devices=8 on one device, or a
+  4-device run resumed on one)."""
+  from wsabie_jax.config.schema import ConfigError
+  with pytest.raises(ConfigError, match=r'config.train.num_devices=8: only 4 devices here '
+                                        r'\(1 process\); 0 takes them all'):
+    parallel.make_mesh(8, jax.devices('cpu')[:4])
+
+
 def test_batch_must_split_evenly():
   mesh = parallel.make_mesh(4, jax.devices('cpu'))
   with pytest.raises(ValueError, match='not divisible by 4 devices'):

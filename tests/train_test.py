@@ -281,6 +281,28 @@ def test_time_budget_stops_training(tmp_path):
     assert metrics['stopped'] == 'max_seconds' and metrics['steps'] == per_call
 
 
+def test_a_raised_budget_goes_on_and_a_spent_one_says_so(tmp_path, monkeypatch, caplog):
+  """A run stopped by its time budget and resumed with a larger one trains on;
+  resumed with the same budget, or past its epochs, it says why it trains
+  nothing (it once trained 0 steps without a word). A fake clock: 10 ms a read."""
+  helpers.FakeClock(per_read=0.01).install(monkeypatch)
+  c = _tiny_config(max_seconds=0.5, num_epochs=10**4, eval_every_steps=10**6, steps_per_call=4,
+                   checkpoint_every_steps=10**6)
+  first = run.train_and_evaluate(c, tmp_path)
+  assert first['stopped'] == 'max_seconds'
+  with caplog.at_level('WARNING', logger='wsabie_jax'):
+    again = run.train_and_evaluate(c, tmp_path)
+  assert again['steps'] == first['steps'] and 'spent its budget' in caplog.text
+  c.train.max_seconds = 1.5
+  raised = run.train_and_evaluate(c, tmp_path)
+  assert raised['steps'] > first['steps'] and raised['stopped'] == 'max_seconds'
+  caplog.clear()
+  c.train.update(max_seconds=0.0, num_epochs=1)  # (past one epoch already)
+  with caplog.at_level('WARNING', logger='wsabie_jax'):
+    ended = run.train_and_evaluate(c, tmp_path)
+  assert ended['steps'] == raised['steps'] and 'the end train.num_epochs=1 sets' in caplog.text
+
+
 def test_step_time_leaves_out_what_reads_the_state(tmp_path, monkeypatch):
   """Pairs/s divide by the steps' time: validations and the finiteness check
   before them (whose first call compiles) are left out of it, though the

@@ -98,7 +98,8 @@ def error_line(error: BaseException) -> str | None:
 @contextlib.contextmanager
 def one_line_errors():
   """Exits with `error: MESSAGE` (status 1) on a user's error (`error_line`),
-  `interrupted` (130) on Ctrl-C."""
+  `interrupted` (130) on Ctrl-C, silently (141) when its output's reader
+  has gone (a pipe into `head`)."""
   try:
     yield
   except Interrupted as stopped:  # saved: not an error, but the command did not finish
@@ -108,6 +109,9 @@ def one_line_errors():
     signum = startup.received[-1] if startup.received else signal.SIGINT
     print(f'error: interrupted ({signal.Signals(signum).name})', file=sys.stderr)
     sys.exit(128 + signum)
+  except BrokenPipeError:  # `… | head`: the reader has what it wanted; quiet, as Unix tools are
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the exit's flush)
+    sys.exit(128 + signal.SIGPIPE)
   except Exception as error:  # noqa: BLE001 (re-raised unless it is the user's)
     line = error_line(error)
     if line is None:

@@ -5,8 +5,11 @@ Data contract (docs/DESIGN.md §3): labels are ids 0..Y−1 with names; an examp
 """
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import gzip
 import math
+import zlib
 
 import numpy as np
 
@@ -26,12 +29,35 @@ class DataError(ValueError):
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+def text_lines(path):
+  """(line number, text) for each line of a UTF-8 text file, gzipped or not
+  (its first two bytes say): a BOM is dropped and CRLF read as LF, as text
+  mode would; a byte that is not UTF-8, or a gzip file cut short, is a
+  DataError naming the file and line (it was a 50-line UnicodeDecodeError)."""
+  with open(path, 'rb') as head:
+    gzipped = head.read(2) == b'\x1f\x8b'
+  line_no = 0
+  try:
+    with (gzip.open if gzipped else open)(path, 'rb') as f:
+      for line_no, data in enumerate(f, 1):
+        if line_no == 1 and data.startswith(codecs.BOM_UTF8):
+          data = data[len(codecs.BOM_UTF8):]
+        try:
+          text = data.decode('utf-8')
+        except UnicodeDecodeError as error:
+          raise DataError(path, line_no, f'byte 0x{data[error.start]:02x} at column '
+                          f'{error.start + 1} is not UTF-8: save the file as UTF-8 text') from None
+        yield line_no, text[:-2] + '\n' if text.endswith('\r\n') else text
+  except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+    raise DataError(path, line_no + 1, f'the gzip file is cut short or damaged '
+                    f'({type(error).__name__})') from None
+
+
 def read_label_names(path) -> list[str]:
-  """One label name a line (labels.txt): a BOM is dropped (utf-8-sig), so are
+  """One label name a line (labels.txt, `text_lines`): a BOM is dropped, so are
   trailing blank lines; a blank or repeated name elsewhere is a DataError
   naming its line (it would shift or merge the label ids after it)."""
-  with open(path, encoding='utf-8-sig') as f:
-    names = [line.rstrip('\r\n') for line in f]
+  names = [line.rstrip('\r\n') for _, line in text_lines(path)]
   while names and not names[-1].strip():
     names.pop()
   first = {}

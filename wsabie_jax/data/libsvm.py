@@ -13,7 +13,8 @@ import time
 
 import numpy as np
 
-from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, is_int, parse_number
+from wsabie_jax.data.dataset import (DataError, SparseDataset, from_lists, is_int, parse_number,
+                                     text_lines)
 
 
 def read_libsvm(path, num_features: int | None = None, num_labels: int | None = None,
@@ -25,48 +26,47 @@ def read_libsvm(path, num_features: int | None = None, num_labels: int | None = 
   sizes_given = num_features, num_labels or label_names
   header = None
   progress = _Progress(path)
-  with open(path, encoding='utf-8-sig') as f:  # (a BOM is dropped)
-    for line_no, raw in enumerate(f, 1):
-      progress.line(len(raw))
-      line = raw.rstrip('\n')
-      if not line.strip() or line.lstrip().startswith('#'):
-        continue
-      tokens = line.split()
-      if line_no == 1 and len(tokens) == 3 and all(is_int(t) for t in tokens):
-        header = [int(t) for t in tokens]
-        num_features = num_features or header[1]
-        num_labels = num_labels or header[2]
-        continue
-      if line[0].isspace() or ':' in tokens[0]:
-        label_tokens, feat_tokens = [], tokens
-      else:
-        label_tokens, feat_tokens = tokens[0].split(','), tokens[1:]
-      try:
-        if not all(is_int(t) for t in label_tokens if t):
-          raise ValueError
-        row_labels = np.array([int(t) for t in label_tokens if t], np.int64)
-      except ValueError:
-        raise DataError(path, line_no, f'labels {tokens[0]!r} are not comma-separated integers') from None
-      if len(row_labels) and (row_labels.min() < 0 or (num_labels and row_labels.max() >= num_labels)):
-        raise DataError(path, line_no, f'label id out of range [0, {num_labels}): {row_labels.tolist()}')
-      ids, vals = [], []
-      for tok in feat_tokens:
-        fid, sep, val = tok.partition(':')
-        if not sep or not is_int(fid):
-          raise DataError(path, line_no, f'feature {tok!r} is not "id:value"')
-        v = parse_number(val, path, line_no, f'feature {tok!r}')
-        i = int(fid) - feature_base
-        if i < 0 or (num_features and i >= num_features):
-          raise DataError(path, line_no, f'feature id {fid} out of range for {num_features} features '
-                          f'(first id {feature_base})')
-        ids.append(i)
-        vals.append(v)
-      if len(row_labels) == 0 and skip_empty:
-        skipped += 1
-        continue
-      features.append((np.asarray(ids, np.int64), np.asarray(vals, np.float32)))
-      labels.append(row_labels)
-      line_of_row.append(line_no)
+  for line_no, raw in text_lines(path):  # (gzipped or not; a BOM is dropped)
+    progress.line(len(raw))
+    line = raw.rstrip('\n')
+    if not line.strip() or line.lstrip().startswith('#'):
+      continue
+    tokens = line.split()
+    if line_no == 1 and len(tokens) == 3 and all(is_int(t) for t in tokens):
+      header = [int(t) for t in tokens]
+      num_features = num_features or header[1]
+      num_labels = num_labels or header[2]
+      continue
+    if line[0].isspace() or ':' in tokens[0]:
+      label_tokens, feat_tokens = [], tokens
+    else:
+      label_tokens, feat_tokens = tokens[0].split(','), tokens[1:]
+    try:
+      if not all(is_int(t) for t in label_tokens if t):
+        raise ValueError
+      row_labels = np.array([int(t) for t in label_tokens if t], np.int64)
+    except ValueError:
+      raise DataError(path, line_no, f'labels {tokens[0]!r} are not comma-separated integers') from None
+    if len(row_labels) and (row_labels.min() < 0 or (num_labels and row_labels.max() >= num_labels)):
+      raise DataError(path, line_no, f'label id out of range [0, {num_labels}): {row_labels.tolist()}')
+    ids, vals = [], []
+    for tok in feat_tokens:
+      fid, sep, val = tok.partition(':')
+      if not sep or not is_int(fid):
+        raise DataError(path, line_no, f'feature {tok!r} is not "id:value"')
+      v = parse_number(val, path, line_no, f'feature {tok!r}')
+      i = int(fid) - feature_base
+      if i < 0 or (num_features and i >= num_features):
+        raise DataError(path, line_no, f'feature id {fid} out of range for {num_features} features '
+                        f'(first id {feature_base})')
+      ids.append(i)
+      vals.append(v)
+    if len(row_labels) == 0 and skip_empty:
+      skipped += 1
+      continue
+    features.append((np.asarray(ids, np.int64), np.asarray(vals, np.float32)))
+    labels.append(row_labels)
+    line_of_row.append(line_no)
   if header and header[0] != len(features) + skipped:
     raise DataError(path, 1, f'header promises {header[0]} points, file has {len(features) + skipped}')
   max_feat = max((int(i.max()) for i, _ in features if len(i)), default=-1)

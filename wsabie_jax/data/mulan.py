@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from wsabie_jax.data.dataset import DataError, SparseDataset, from_lists, is_int, parse_number
+from wsabie_jax.data.dataset import (DataError, SparseDataset, from_lists, is_int, parse_number,
+                                     text_lines)
 
 _ATTRIBUTE = re.compile(r"@attribute\s+('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\S+)\s+(.+)$", re.I)
 
@@ -52,44 +53,43 @@ def read_arff(arff_path, labels_path, skip_empty: bool = True) -> SparseDataset:
   attributes: list[str] = []
   features, labels = [], []
   skipped = 0
-  with open(arff_path, encoding='utf-8-sig') as f:  # (a BOM is dropped)
-    in_data = False
-    for line_no, raw in enumerate(f, 1):
-      line = raw.strip()
-      if not line or line.startswith('%'):
-        continue
-      if not in_data:
-        lower = line.lower()
-        if lower.startswith('@attribute'):
-          m = _ATTRIBUTE.match(line)
-          if not m:
-            raise DataError(arff_path, line_no, f'malformed @attribute line: {line[:80]!r}')
-          attributes.append(_unquote(m.group(1)))
-        elif lower.startswith('@data'):
-          in_data = True
-          column_of = {name: i for i, name in enumerate(attributes)}
-          missing = [n for n in label_names if n not in column_of]
-          if missing:
-            raise DataError(arff_path, line_no, f'labels from {labels_path} missing as attributes: {missing[:5]}')
-          label_of_column = np.full(len(attributes), -1, np.int64)
-          label_of_column[[column_of[n] for n in label_names]] = np.arange(len(label_names))
-          feature_of_column = np.cumsum(label_of_column < 0) - 1
-          num_features = int((label_of_column < 0).sum())
-        elif not lower.startswith('@relation'):
-          raise DataError(arff_path, line_no, f'unexpected header line: {line[:80]!r}')
-        continue
-      columns, values = _parse_row(line, len(attributes), arff_path, line_no)
-      is_label = label_of_column[columns] >= 0
-      lab_vals = values[is_label]
-      if np.any((lab_vals != 0) & (lab_vals != 1)):
-        raise DataError(arff_path, line_no, 'label attributes must be 0 or 1')
-      row_labels = label_of_column[columns[is_label][lab_vals == 1]]
-      if len(row_labels) == 0 and skip_empty:
-        skipped += 1
-        continue
-      keep = ~is_label & (values != 0)
-      features.append((feature_of_column[columns[keep]], values[keep]))
-      labels.append(row_labels)
+  in_data = False
+  for line_no, raw in text_lines(arff_path):  # (gzipped or not; a BOM is dropped)
+    line = raw.strip()
+    if not line or line.startswith('%'):
+      continue
+    if not in_data:
+      lower = line.lower()
+      if lower.startswith('@attribute'):
+        m = _ATTRIBUTE.match(line)
+        if not m:
+          raise DataError(arff_path, line_no, f'malformed @attribute line: {line[:80]!r}')
+        attributes.append(_unquote(m.group(1)))
+      elif lower.startswith('@data'):
+        in_data = True
+        column_of = {name: i for i, name in enumerate(attributes)}
+        missing = [n for n in label_names if n not in column_of]
+        if missing:
+          raise DataError(arff_path, line_no, f'labels from {labels_path} missing as attributes: {missing[:5]}')
+        label_of_column = np.full(len(attributes), -1, np.int64)
+        label_of_column[[column_of[n] for n in label_names]] = np.arange(len(label_names))
+        feature_of_column = np.cumsum(label_of_column < 0) - 1
+        num_features = int((label_of_column < 0).sum())
+      elif not lower.startswith('@relation'):
+        raise DataError(arff_path, line_no, f'unexpected header line: {line[:80]!r}')
+      continue
+    columns, values = _parse_row(line, len(attributes), arff_path, line_no)
+    is_label = label_of_column[columns] >= 0
+    lab_vals = values[is_label]
+    if np.any((lab_vals != 0) & (lab_vals != 1)):
+      raise DataError(arff_path, line_no, 'label attributes must be 0 or 1')
+    row_labels = label_of_column[columns[is_label][lab_vals == 1]]
+    if len(row_labels) == 0 and skip_empty:
+      skipped += 1
+      continue
+    keep = ~is_label & (values != 0)
+    features.append((feature_of_column[columns[keep]], values[keep]))
+    labels.append(row_labels)
   if not attributes or not in_data:
     raise DataError(arff_path, None, 'no @attribute/@data sections found')
   parents = None

@@ -30,7 +30,7 @@ import numpy as np
 
 from wsabie_jax.features import visual_terms
 from wsabie_jax.data import libsvm
-from wsabie_jax.data.dataset import DataError, from_lists
+from wsabie_jax.data.dataset import DataError, from_lists, text_lines
 
 
 def read_tags(tags_path, images_dir) -> list[tuple[str, list[str]]]:
@@ -38,21 +38,20 @@ def read_tags(tags_path, images_dir) -> list[tuple[str, list[str]]]:
   lines raise a DataError naming the tags file and line."""
   images_dir = pathlib.Path(images_dir)
   entries, seen = [], {}
-  with open(tags_path, encoding='utf-8-sig') as f:  # (a BOM is dropped)
-    for line_no, raw in enumerate(f, 1):
-      line = raw.rstrip('\n')
-      if not line.strip() or line.startswith('#'):
-        continue
-      path, sep, tag_text = line.partition('\t')
-      if not sep or not path:
-        raise DataError(tags_path, line_no, 'expected "image path<TAB>tag, tag, ..."')
-      if path in seen:
-        raise DataError(tags_path, line_no, f'{path!r} already listed on line {seen[path]}')
-      if not (images_dir / path).is_file():
-        raise DataError(tags_path, line_no, f'image {images_dir / path} not found')
-      seen[path] = line_no
-      tags = list(dict.fromkeys(t.strip() for t in tag_text.split(',') if t.strip()))
-      entries.append((path, tags))
+  for line_no, raw in text_lines(tags_path):  # (gzipped or not; a BOM is dropped)
+    line = raw.rstrip('\n')
+    if not line.strip() or line.startswith('#'):
+      continue
+    path, sep, tag_text = line.partition('\t')
+    if not sep or not path:
+      raise DataError(tags_path, line_no, 'expected "image path<TAB>tag, tag, ..."')
+    if path in seen:
+      raise DataError(tags_path, line_no, f'{path!r} already listed on line {seen[path]}')
+    if not (images_dir / path).is_file():
+      raise DataError(tags_path, line_no, f'image {images_dir / path} not found')
+    seen[path] = line_no
+    tags = list(dict.fromkeys(t.strip() for t in tag_text.split(',') if t.strip()))
+    entries.append((path, tags))
   if not entries:
     raise DataError(tags_path, None, 'no images listed')
   return entries

@@ -132,6 +132,8 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
       log.info('resumed from step %d (%s)', int(state.step), _resumed(record, metric))
     summaries = Summaries(workdir)
     recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
+    if restored is not None:
+      _go_on_or_say(config.train, int(state.step), recorder.record, method.stream)
     recorder.record.identity = run_identity  # in every checkpoint: what it was trained on
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
     with objects_frozen():
@@ -197,6 +199,27 @@ def _resumed(saved: dict, metric: str) -> str:
   if r.stopped:
     parts.append(f'had stopped: {r.stopped}')
   return '; '.join(parts)
+
+
+def _go_on_or_say(train, step: int, r: RunRecord, stream) -> None:
+  """A resumed run that had spent its time budget goes on when the budget was
+  raised or lifted; one with no step left to take says so, and what would let
+  it go on (a raised max_seconds once trained 0 steps without a word)."""
+  if r.stopped == Stop.MAX_SECONDS and (not train.max_seconds
+                                        or r.train_seconds < train.max_seconds):
+    r.stopped = Stop.NONE
+  total = settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
+  if r.stopped == Stop.MAX_SECONDS:
+    log.warning('nothing to train: the run spent its budget (%.1f s of train.max_seconds=%g); '
+                'raise it to train on', r.train_seconds, train.max_seconds)
+  elif r.stopped == Stop.EARLY_STOPPING:
+    log.warning('nothing to train: the run stopped early at step %d (patience ran out); '
+                '--force_new starts a new run', step)
+  elif step >= total:
+    cap = (f'train.max_steps={train.max_steps}' if train.max_steps
+           else f'train.num_epochs={settings.epochs_cap(train)}')
+    log.warning('nothing to train: the run is at step %d, the end %s sets; raise it to train on',
+                step, cap)
 
 
 def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):

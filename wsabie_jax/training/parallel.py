@@ -53,8 +53,9 @@ def make_mesh(num_devices: int = 0, devices=None) -> Mesh:
   if len(processes) == 1 and num_devices == 0 and devices[0].platform == 'cpu':
     num_devices = 1
   if num_devices > len(devices):
-    raise ValueError(f'config.train.num_devices={num_devices}: only {len(devices)} devices '
-                     f'exist ({len(processes)} process(es))')
+    raise ConfigError(f'config.train.num_devices={num_devices}: only {len(devices)} '
+                      f'device{"s" * (len(devices) > 1)} here ({len(processes)} '
+                      f'process{"es" * (len(processes) > 1)}); 0 takes them all')
   if len(processes) > 1:
     devices = _from_every_process(devices, processes, num_devices)
   elif num_devices:
