@@ -362,6 +362,24 @@ def test_resume_refuses_changed_data_before_writing(libsvm_run, tmp_path):
   assert identity.data_changes(stored, now) and not identity.config_changes(stored, now)
 
 
+def test_a_grown_feature_count_names_the_data_not_the_checkpoints(libsvm_run, tmp_path):
+  """--allow_data_change with a feature more in train.txt: was Orbax's
+  "no readable checkpoint … Requested shape" (35 lines) after vocabulary.json
+  had been rewritten; now one error naming both sizes, nothing written."""
+  workdir, data = _copy_run(libsvm_run, tmp_path)
+  vocab = json.loads((workdir / 'vocabulary.json').read_text())
+  with open(data / 'train.txt', 'a') as f:
+    f.write(f'0 {vocab["num_features"] + 5}:1\n')
+  files = lambda: {p: p.stat().st_mtime_ns for p in workdir.rglob('*')
+                   if p.is_file() and p.name != 'LOCK'}
+  before = files()
+  with pytest.raises(WorkdirError, match=r'the data gives [\d,]+ features and \d+ labels, the '
+                     r'run in .* was trained on [\d,]+ and \d+: a model.s tables cannot change'):
+    run.train_and_evaluate(_libsvm_config(str(data), max_steps=30), workdir,
+                           allow_data_change=True)
+  assert files() == before
+
+
 def test_a_moved_data_set_with_the_same_contents_resumes(libsvm_run, tmp_path):
   workdir, data = _copy_run(libsvm_run, tmp_path)
   shutil.move(data, tmp_path / 'moved')

@@ -65,8 +65,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       method = build(config, mesh)
       config = _fitted(method, mesh)
       if writer:
-        workdir_lib.mark(workdir)
-        workdir_lib.write_file(workdir / 'config.json', config.to_json_best_effort(indent=2))
+        _mark_the_run(workdir, config, method)
       written = True
       hosts.barrier('wsabie_jax: workdir checked')
       # Everything runs on the mesh's devices (a CPU mesh on a GPU machine
@@ -78,6 +77,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       (workdir / 'LOCK').unlink(missing_ok=True)
       with contextlib.suppress(OSError):
         workdir.rmdir()
+
+
+def _mark_the_run(workdir: pathlib.Path, config, method: Method) -> None:
+  """The workdir marked ours and its config.json written, once the data is
+  known to fit a resumed run's tables (workdir.check_sizes)."""
+  workdir_lib.check_sizes(workdir, method.vocabulary)
+  workdir_lib.mark(workdir)
+  workdir_lib.write_file(workdir / 'config.json', config.to_json_best_effort(indent=2))
 
 
 def _agree(config, workdir: pathlib.Path, run_identity: dict) -> None:

@@ -55,6 +55,25 @@ def save_vocabulary(workdir, vocab: dict):
              json.dumps({**vocab, 'sha256': _vocabulary_sum(vocab)}))
 
 
+def check_sizes(workdir, vocab: dict) -> None:
+  """A WorkdirError, naming both, when the data now gives another feature or
+  label count than the run's checkpoints were built for (resumed with
+  --allow_data_change): the tables cannot change size, and Orbax's shape
+  error once blamed the checkpoints, after vocabulary.json was rewritten."""
+  workdir = pathlib.Path(workdir)
+  saved = workdir / 'checkpoints'
+  if not (workdir / 'vocabulary.json').exists() or not saved.is_dir() or not any(saved.iterdir()):
+    return
+  before = load_vocabulary(workdir)
+  was = before['num_features'], len(before['label_names'])
+  now = vocab['num_features'], len(vocab['label_names'])
+  if was != now:
+    raise WorkdirError(f'the data gives {now[0]:,} features and {now[1]:,} labels, the run in '
+                       f'{workdir} was trained on {was[0]:,} and {was[1]:,}: a model\'s tables '
+                       'cannot change size (--allow_data_change takes changes that keep them); '
+                       '--force_new starts a new run')
+
+
 def _vocabulary_sum(vocab: dict) -> str:
   return hashlib.sha256(json.dumps(vocab, sort_keys=True).encode()).hexdigest()
 
