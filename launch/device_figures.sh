@@ -33,9 +33,9 @@ WS="--config=configs/wsabie_webscale.py --config.data.shards_dir=$SHARDS --confi
 echo "== web-scale shards, $NTRAIN train images ($(left) s left)"
 timeout "$(left)" $PY launch/make_shards.py $WS --workers="$WORKERS" 2>&1 | quiet | tail -3
 echo "== one web-scale epoch streamed from them ($(left) s left)"
-rm -rf /tmp/wsabie_webscale_run
-timeout "$(left)" $PY launch/train.py $WS --workdir=/tmp/wsabie_webscale_run 2>&1 | quiet | tail -20 | tee "$OUT/webscale.log"
-cp /tmp/wsabie_webscale_run/metrics.json "$OUT/webscale_metrics.json" 2>/dev/null
+RUN=${SHARDS%/}_run; rm -rf "$RUN"
+timeout "$(left)" $PY launch/train.py $WS --workdir="$RUN" 2>&1 | quiet | tail -20 | tee "$OUT/webscale.log"
+cp "$RUN/metrics.json" "$OUT/webscale_metrics.json" 2>/dev/null
 echo "== the streamed input alone ($(left) s left)"
 timeout "$(left)" $PY launch/benchmark.py --suite=input $([ "${SMALL:-0}" = 1 ] && echo --small) --accelerator_webscale_shards="$SHARDS" --out="$OUT/input.json" 2>&1 | quiet | tail -5
 echo "== done after $(( $(date +%s) - T0 )) s"

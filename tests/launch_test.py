@@ -147,3 +147,21 @@ def test_every_method_through_every_launch_script(tmp_path):
   libsvm.write_libsvm(synthetic.generate(spec, 2, split='test'), path)
   lines = _run('launch/annotate.py', f'--workdir={workdir}', f'--input={path}', '--k=3').splitlines()
   assert len(lines) == 2 and all(line.count('.n.') >= 3 for line in lines), lines
+
+
+@pytest.mark.slow  # a grid row, shards, an epoch and the input suite, tiny
+def test_the_device_figures_script_takes_each_table(tmp_path):
+  """launch/device_figures.sh (docs/SCALE.md's next device call), SMALL=1 on
+  this CPU: each step runs and leaves its table under OUT."""
+  env = {**os.environ, 'SMALL': '1', 'PY': sys.executable, 'NTRAIN': '6000', 'WORKERS': '2',
+         'OUT': str(tmp_path / 'out'), 'SHARDS': str(tmp_path / 'shards'), 'END': '600'}
+  out = subprocess.run(['bash', 'launch/device_figures.sh'], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=700)
+  assert out.returncode == 0, out.stderr[-2000:]
+  grid = json.loads((tmp_path / 'out' / 'grid.json').read_text())
+  assert [(r['B'], r['K']) for r in grid] == [(256, 10)] and grid[0]['alone_trained'] > 0
+  metrics = json.loads((tmp_path / 'out' / 'webscale_metrics.json').read_text())
+  assert metrics['steps'] > 0 and 0 <= metrics['input_wait_seconds'] <= metrics['train_seconds']
+  rows = json.loads((tmp_path / 'out' / 'input.json').read_text())['input']
+  assert [r['threads'] for r in rows] == [1, 2, 4, 8]
+  assert 'test p@1' in out.stdout and '== done after' in out.stdout

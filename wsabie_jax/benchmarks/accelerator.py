@@ -75,6 +75,8 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
   deterministic_at = (256, 10, 500) if small else (4096, 100, 100_000)
   rows = []
   platform = jax.devices()[0].platform
+  other = 'traced' if settings.resolved(settings.train(), platform)['call_length'] == 'static' \
+      else 'static'  # than the platform's call_length
   for Y in Ys:
     data = _grid_data(Y, small)
     for B, K in shapes:
@@ -107,8 +109,6 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
       steps = max(4 * steps_per_call, int(seconds * row['alone'] / B))
       # The loop: at 1 step a call; at the default with its call_length ('auto':
       # the platform's), with the other length, and with gather_ahead.
-      other = 'traced' if settings.resolved(settings.train(), platform)['call_length'] == 'static' \
-          else 'static'
       for name, per_call, ahead, length in (('loop_1', 1, False, 'auto'),
                                             (f'loop_{steps_per_call}', steps_per_call, False, 'auto'),
                                             (f'loop_{other}', steps_per_call, False, other),

@@ -63,17 +63,24 @@ def trained_state(cfg: step_lib.StepConfig, stream: batching.PairStream, num_fea
   """The state after the stream's first `steps` batches, trained as the loop
   trains (training/dispatch.py's calls), untimed."""
   state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
-  method = types.SimpleNamespace(stream=stream, mesh=parallel.make_mesh(1), local_step=None,
-                                 pure_step=lambda s, b: step_lib.train_step(cfg, s, b))
-  train_cfg = settings.TrainConfig(batch_size=stream.batch_size, steps_per_call=steps_per_call,
-                                   eval_every_steps=steps, checkpoint_every_steps=steps)
-  calls, step = dispatch.Dispatcher(train_cfg, method, 0, steps), 0
+  calls, step = _calls(cfg, stream, steps_per_call, every=steps, total=steps), 0
   state = calls.place(state)
   while step < steps:
     state, _, done = calls(state, step)
     step += done
   calls.close()
   return state
+
+
+def _calls(cfg: step_lib.StepConfig, stream, steps_per_call: int, every: int,
+           total: int) -> dispatch.Dispatcher:
+  """The loop's calls of WSABIE steps over `stream` on one device, cut every
+  `every` steps, `total` in all (training/dispatch.py)."""
+  method = types.SimpleNamespace(stream=stream, mesh=parallel.make_mesh(1), local_step=None,
+                                 pure_step=lambda s, b: step_lib.train_step(cfg, s, b))
+  train_cfg = settings.TrainConfig(batch_size=stream.batch_size, steps_per_call=steps_per_call,
+                                   eval_every_steps=every, checkpoint_every_steps=total)
+  return dispatch.Dispatcher(train_cfg, method, 0, total)
 
 
 def _seconds_a_step(cfg, num_features: int, step, inputs, steps: int,
@@ -112,14 +119,8 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
   steps_per_epoch = stream.num_examples // batch_size
   pairs_a_step = batch_size * stream.pairs_per_row
   state = step_lib.init_state(jax.random.PRNGKey(seed), train.num_features, cfg)
-  method = types.SimpleNamespace(stream=stream, mesh=parallel.make_mesh(1), local_step=None,
-                                 pure_step=lambda s, b: step_lib.train_step(cfg, s, b))
-  total = 10**9
   # Calls end at epoch ends, so each epoch's pairs and seconds are its own.
-  train_cfg = settings.TrainConfig(batch_size=batch_size, steps_per_call=steps_per_call,
-                                   eval_every_steps=max(steps_per_epoch, 1),
-                                   checkpoint_every_steps=total)
-  steps = dispatch.Dispatcher(train_cfg, method, 0, total)
+  steps = _calls(cfg, stream, steps_per_call, every=max(steps_per_epoch, 1), total=10**9)
   step = 0
   with recorder.objects_frozen():  # as in the loop: no full collection mid-run
     epochs, spent, next_pause = [], 0.0, pause_every_seconds

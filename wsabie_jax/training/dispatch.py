@@ -86,19 +86,20 @@ def compiler_options(deterministic: bool) -> dict:
   return {'xla_gpu_deterministic_ops': bool(deterministic)}
 
 
+def _resolved(train, mesh, field: str):
+  """train.`field`, 'auto' resolved for the mesh's platform (settings.resolved)."""
+  return settings.resolved(train, parallel.platform(mesh)).get(field, getattr(train, field))
+
+
 def static_length(train, mesh) -> bool:
-  """Whether a call's loop has a length the compiler knows (`train.call_length`,
-  'auto' resolved for the mesh's platform by settings.resolved)."""
-  where = settings.resolved(train, parallel.platform(mesh)).get('call_length', train.call_length)
-  return where == 'static'
+  """Whether a call's loop has a length the compiler knows (`train.call_length`)."""
+  return _resolved(train, mesh, 'call_length') == 'static'
 
 
 def plans_on_host(train, mesh) -> bool:
-  """Whether the host plans the calls' packs (`train.plan_packs`, 'auto'
-  resolved for the mesh's platform by settings.resolved; the module docstring
-  says why)."""
-  where = settings.resolved(train, parallel.platform(mesh)).get('plan_packs', train.plan_packs)
-  return where == 'host'
+  """Whether the host plans the calls' packs (`train.plan_packs`; the module
+  docstring says why)."""
+  return _resolved(train, mesh, 'plan_packs') == 'host'
 
 
 def checked(step):

@@ -25,7 +25,7 @@ import numpy as np
 
 from wsabie_jax.core import metrics as metrics_lib
 from wsabie_jax.training import (checkpoints, dispatch, hooks, hosts, identity, interrupts,
-                                 parallel, settings, workdir as workdir_lib)
+                                 parallel, resume, settings, setup, workdir as workdir_lib)
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.recorder import (Clock, Recorder, RunRecord, Stop, Summaries,
                                           objects_frozen)
@@ -51,9 +51,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
   workdir = workdir_lib.resolve(workdir)
   config = identity.absolute_paths(config)  # (data paths kept absolute)
   run_identity = identity.of_run(config, workdir_lib.MAY_CHANGE)
-  _agree(config, workdir, run_identity)
+  setup.agree(config, workdir, run_identity)
   writer = hosts.is_writer()
-  created = writer and _claim(workdir, force_new)
+  created = writer and setup.claim(workdir, force_new)
   written = False
   try:
     # Before anything is written: a mesh that leaves out a process is an error on every one.
@@ -63,9 +63,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       if writer:
         workdir_lib.check_resume(workdir, config, run_identity, allow_data_change)
       method = build(config, mesh)
-      config = _fitted(method, mesh)
+      config = setup.fitted(method, mesh)
       if writer:
-        _mark_the_run(workdir, config, method)
+        setup.mark_the_run(workdir, config, method)
       written = True
       hosts.barrier('wsabie_jax: workdir checked')
       # Everything runs on the mesh's devices (a CPU mesh on a GPU machine
@@ -77,51 +77,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       (workdir / 'LOCK').unlink(missing_ok=True)
       with contextlib.suppress(OSError):
         workdir.rmdir()
-
-
-def _mark_the_run(workdir: pathlib.Path, config, method: Method) -> None:
-  """The workdir marked ours and its config.json written, once the data is
-  known to fit a resumed run's tables (workdir.check_sizes)."""
-  workdir_lib.check_sizes(workdir, method.vocabulary)
-  workdir_lib.mark(workdir)
-  workdir_lib.write_file(workdir / 'config.json', config.to_json_best_effort(indent=2))
-
-
-def _agree(config, workdir: pathlib.Path, run_identity: dict) -> None:
-  """Every process started with the same run (config, workdir, device count,
-  data), or all leave with one line naming what differs."""
-  try:
-    hosts.check_same_run({'workdir': str(workdir), 'devices': jax.local_device_count(),
-                          **identity.config_fields(config),  # (files hashed once, by of_run)
-                          **{k: f.get('sha256') for k, f in run_identity['data'].items()}},
-                         timeout=hosts.AGREE_SECONDS)
-  except hosts.Disagree as error:
-    hosts.exit_together(str(error))
-
-
-def _claim(workdir: pathlib.Path, force_new: bool) -> bool:
-  """The workdir made ready for this run (a previous one set aside with
-  `force_new`; refused if it is not a run folder of ours): whether it was created."""
-  if force_new:
-    workdir_lib.set_aside(workdir)
-  workdir_lib.check_for_training(workdir)
-  created = not workdir.exists()
-  workdir.mkdir(parents=True, exist_ok=True)
-  return created
-
-
-def _fitted(method: Method, mesh) -> ml_collections.ConfigDict:
-  """The method's config with its 'auto' fields fitted to the data (by `build`)
-  and the calls' sizes to the devices, checked to fit them."""
-  config, values = settings.fitted_to_platform(method.config, parallel.platform(mesh))
-  if values:
-    log.info('fitted to the %s: %s', parallel.platform(mesh),
-             ', '.join(f'{k}={v}' for k, v in values.items()))
-  settings.check_fitted(config, config.method)
-  parallel.check_fits(jax.eval_shape(method.init_state), parallel.local_devices(mesh)[0],
-                      method.description)
-  parallel.check_batch(config.train.batch_size, method.stream.num_examples)
-  return config
 
 
 def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> dict:
@@ -136,11 +91,12 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
     restored = ckpts.restore(ckpts.latest, state, set_aside=True)
     if restored is not None:
       state, record = restored
-      log.info('resumed from step %d (%s)', int(state.step), _resumed(record, metric))
+      log.info('resumed from step %d (%s)', int(state.step), resume.account(record, metric))
     summaries = Summaries(workdir)
     recorder = Recorder(workdir, metric, config.train.patience, summaries, record)
     if restored is not None:
-      _go_on_or_say(config.train, int(state.step), recorder.record, method.stream)
+      resume.go_on_or_say(config.train, int(state.step), recorder.record,
+                          _total_steps(config.train, method.stream))
     recorder.record.identity = run_identity  # in every checkpoint: what it was trained on
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
     with objects_frozen():
@@ -195,38 +151,8 @@ def _with_run_figures(result: dict, config, method: Method, r: RunRecord, state)
           'input_wait_seconds': r.input_wait_seconds, 'rate_drops': r.rate_drops}
 
 
-def _resumed(saved: dict, metric: str) -> str:
-  """The resume line's account of a record, rounded: 'best p@1 0.623 at step
-  1800; 27.5 s trained; 1 rate drop'."""
-  r = RunRecord.of(saved)
-  parts = [f'best {metric} {r.best_metric:.4g} at step {r.best_step}' if r.best_step >= 0
-           else 'not validated yet', f'{r.train_seconds:.1f} s trained']
-  if r.rate_drops:
-    parts.append(f'{r.rate_drops} rate drop{"s" * (r.rate_drops > 1)}')
-  if r.stopped:
-    parts.append(f'had stopped: {r.stopped}')
-  return '; '.join(parts)
-
-
-def _go_on_or_say(train, step: int, r: RunRecord, stream) -> None:
-  """A resumed run that had spent its time budget goes on when the budget was
-  raised or lifted; one with no step left to take says so, and what would let
-  it go on (a raised max_seconds once trained 0 steps without a word)."""
-  if r.stopped == Stop.MAX_SECONDS and (not train.max_seconds
-                                        or r.train_seconds < train.max_seconds):
-    r.stopped = Stop.NONE
-  total = settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
-  if r.stopped == Stop.MAX_SECONDS:
-    log.warning('nothing to train: the run spent its budget (%.1f s of train.max_seconds=%g); '
-                'raise it to train on', r.train_seconds, train.max_seconds)
-  elif r.stopped == Stop.EARLY_STOPPING:
-    log.warning('nothing to train: the run stopped early at step %d (patience ran out); '
-                '--force_new starts a new run', step)
-  elif step >= total:
-    cap = (f'train.max_steps={train.max_steps}' if train.max_steps
-           else f'train.num_epochs={settings.epochs_cap(train)}')
-    log.warning('nothing to train: the run is at step %d, the end %s sets; raise it to train on',
-                step, cap)
+def _total_steps(train, stream) -> int:
+  return settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
 
 
 def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):
@@ -234,7 +160,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   after each, the hooks (time, logs, the stop decision: hooks.py), then the
   boundary's validation, rate drop and checkpoint (`_at_boundary`)."""
   train, r, stream = config.train, recorder.record, method.stream
-  total = settings.total_steps(train, math.ceil(stream.num_examples / train.batch_size))
+  total = _total_steps(train, stream)
   step = start = int(state.step)
   clock = Clock(r.train_seconds, r.step_seconds)
   timing = hooks.StepTime(clock, lambda: steps.compile_seconds)
