@@ -76,9 +76,7 @@ def write_synthetic(spec: synthetic.SyntheticSpec, directory, num_images: int, s
   jobs = [(spec, world, directory, i, min(shard_size, num_images - s), split)
           for i, s in enumerate(range(0, num_images, shard_size))]
   entries = []
-  pool = (multiprocessing.get_context('fork').Pool(workers, initializer=_worker_signals)
-          if workers > 1 else _Serial())
-  with pool:
+  with _pool(workers) if workers > 1 else _Serial() as pool:
     for entry in pool.imap(_synthetic_shard, jobs):
       entries.append(entry)
       if progress:
@@ -87,13 +85,27 @@ def write_synthetic(spec: synthetic.SyntheticSpec, directory, num_images: int, s
   return _write_meta(directory, entries, names, world.parent_Y[:, None])
 
 
+_PARENTS = {signal.SIGINT, signal.SIGTERM}  # signals a worker leaves to its parent
+
+
+def _pool(workers: int):
+  """Forked workers that leave signals to the parent: Ctrl-C reaches the whole
+  process group, and the parent's handler ends the pool; the pool's own
+  SIGTERM (at its end) then stops a worker quietly, not through the handlers
+  it forked with (core/startup.py's, which printed a traceback from each
+  idle worker). The signals stay blocked from the fork until a worker has
+  its own handlers, so a pool that ends at once cannot catch one between."""
+  blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _PARENTS)
+  try:
+    return multiprocessing.get_context('fork').Pool(workers, initializer=_worker_signals)
+  finally:
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 def _worker_signals():
-  """A worker leaves signals to the parent: Ctrl-C reaches the whole process
-  group, and the parent's handler ends the pool; the pool's own SIGTERM (at its
-  end) then stops a worker quietly, not through the handlers it forked with
-  (core/startup.py's, which would print a traceback from each worker)."""
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  signal.pthread_sigmask(signal.SIG_UNBLOCK, _PARENTS)
 
 
 class _Serial:
