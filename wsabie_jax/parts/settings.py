@@ -39,7 +39,9 @@ class PartsOptim(row_optim.RowOptimSettings):
 
 @dataclasses.dataclass(frozen=True)
 class PartsConfig(MethodSettings):
-  """Paper 002's settings."""
+  """Paper 002's settings: V embeds an image's features, W the K objects and
+  parts; the "Unshared" model (model.shared=False) scores images by a table U
+  of its own (§6)."""
   num_labels: int               # K, read from the data
   model: PartsModel = PartsModel()
   loss: PartsLoss = PartsLoss()
