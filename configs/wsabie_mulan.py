@@ -22,7 +22,10 @@ costs more than a quarter of the steps between two) and at least every 10 epochs
 (small sets run tens of epochs a second and overfit between validations
 spread over a minute). After 8 validations without a better one it goes back
 to its best state at a quarter of the learning rate, three times, then stops
-(train.plateau_drops); it tests the best checkpoint.
+(train.plateau_drops). Where that leaves time in the budget, a new model is
+trained on the whole training file, the validation split included, along
+the best state's path, and is the one tested (train.refit: docs/TUNING.md
+"Refit on the whole training file"); else the best checkpoint is.
 
 The constants and the rest (D, C, learning rate, bias feature, the
 features' damping) were chosen
@@ -55,7 +58,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.train.update(eval_every_steps=200, evals_per_budget=30,
                  max_epochs_between_evals=10.0,
                  checkpoint_every_steps=2000, patience=8, plateau_drops=3, eval_subset=2000,
-                 select_metric='map')
+                 select_metric='map', refit=True)
   return c
 
 

@@ -41,6 +41,11 @@ Suites:
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread); with
              --panel_search_peer, LightFM on the same splits beside them.
+  folds      (by name) a change judged on the training files alone: each --panel set's
+             training file in 5 folds, on each the --panel_config run (--budget_seconds)
+             with and without the --panel_override changes, scored on the fold.
+             python launch/benchmark.py --suite=folds --panel=DIR/medical
+             --panel_override=train.refit=True --budget_seconds=60
   tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
              by matmuls (wsabie/table_reads.py, model.tables): ms/step on each --panel set
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
@@ -98,7 +103,7 @@ _PANEL_SEEDS = flags.DEFINE_integer(
     'validation split; LightFM: random_state), each cell their mean ± standard error.', lower_bound=1)
 _PANEL_OVERRIDE = flags.DEFINE_multi_string(
     'panel_override', [], "SECTION.KEY=VALUE set in ours' config after the file's, before its "
-    "'auto' fields are fitted (panel and profile suites), e.g. train.select_metric=p@1.")
+    "'auto' fields are fitted (panel, profile and folds suites), e.g. train.select_metric=p@1.")
 
 
 @flags.validator('panel_override')

@@ -1,6 +1,7 @@
 """The panel suite's pieces that need no LightFM: reading a panel entry, the
 data-agnostic config's rules, the ratio table."""
 import ml_collections
+import numpy as np
 import pytest
 
 from tests import helpers
@@ -328,3 +329,27 @@ def test_the_peer_table_names_the_best_peer_and_the_reach():
   assert lines[2] == ('| debtags | 60 s | 0.899 | 0.454 | omikuji_bonsai (raw) | '
                       '0.915 / 0.618 / 0.459 | 7.9 | behind | not within 30 s |')
   assert lines[3].endswith('| ahead | 3.0 s |')
+
+
+def test_the_folds_score_every_training_example_once_and_never_read_the_test_file(tmp_path,
+                                                                                 capsys):
+  """launch/benchmark.py --suite=folds: the training file in folds, the config
+  and the changed config each run through the loop on the other folds; the
+  pooled figures count every training example once; the test file (absent
+  here) is not read; only the changed runs refit."""
+  from wsabie_jax.benchmarks import folds
+  rng = np.random.default_rng(0)
+  lines = ['90 12 3']
+  for _ in range(90):
+    label = int(rng.integers(3))
+    feats = sorted({label * 4 + int(j) for j in rng.integers(0, 4, 2)} | {int(rng.integers(12))})
+    lines.append(f'{label} ' + ' '.join(f'{j}:1' for j in feats))
+  (tmp_path / 'train.txt').write_text('\n'.join(lines) + '\n')
+  rows = folds.compare([f'libsvm:{tmp_path}/train.txt:{tmp_path}/absent.txt'],
+                       {'train.refit': True, 'train.patience': 1, 'train.plateau_drops': 0},
+                       budget=0.0, folds=2)
+  (row,) = rows
+  assert row['config']['examples'] == row['changed']['examples'] == 90
+  assert row['config']['refit_steps'] == 0 and row['changed']['refit_steps'] > 0
+  assert 0 < row['config']['p@1'] <= 1 and 0 < row['changed']['map'] <= 1
+  assert 'train.refit=True' in capsys.readouterr().out

@@ -36,6 +36,8 @@ def summary_line(metrics: dict, split: str = 'test') -> str:
     rate = metrics.get('train_examples_per_sec', 0.0)
     line += (f'   {metrics["steps"]:,} steps, {metrics.get("train_seconds", 0.0):.0f} s, '
              f'{rate / 1000:,.1f}k pairs/s')
+  if metrics.get('refit_steps'):
+    line += f', refit on the whole training file ({metrics["refit_steps"]:,} steps)'
   return line
 
 

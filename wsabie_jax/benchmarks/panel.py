@@ -248,7 +248,8 @@ def _median_run(got: list[dict], seeds: int = 1) -> dict:
           'pairs_per_sec': float(np.median([g['train_examples_per_sec'] for g in got])),
           'pairs_per_sec_runs': [g['train_examples_per_sec'] for g in got],
           'p@1_runs': [g['p@1'] for g in got], 'epochs': first['epochs'],
-          'stopped': first['stopped'], **_mean_over_seeds(got[:seeds])}
+          'stopped': first['stopped'], 'refit_steps': first.get('refit_steps', 0),
+          **_mean_over_seeds(got[:seeds])}
 
 
 def _mean_over_seeds(got: list[dict]) -> dict:

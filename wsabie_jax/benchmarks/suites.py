@@ -22,8 +22,8 @@ from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import step as step_lib
 
 SUITES = ('step_cost', 'lightfm', 'eval', 'skipgram_epoch', 'loop')  # 'all'
-EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'tables', 'profile', 'checkpoints',
-                'input', 'peers')  # by name only: long, LightFM or data
+EXTRA_SUITES = ('accelerator', 'panel', 'panel_search', 'folds', 'tables', 'profile',
+                'checkpoints', 'input', 'peers')  # by name only: long, LightFM or data
 NAMES = SUITES + EXTRA_SUITES + ('all',)  # what --suite may name
 
 
@@ -207,6 +207,9 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     webscale = configs.load('wsabie_webscale:small' if small else 'wsabie_webscale')
     result['input'] = input_rate(accelerator_webscale or webscale.data.shards_dir,
                                  webscale.train.batch_size, steps=40 if small else 3000)
+  if 'folds' in suites:
+    from wsabie_jax.benchmarks import folds
+    result['folds'] = folds.compare(panel, panel_overrides or {}, budget_seconds, panel_config)
   if 'panel_search' in suites:
     from wsabie_jax.benchmarks import panel_search
     result['panel_search'] = panel_search.choose(panel, panel_search.SEARCH[panel_round],

@@ -1,4 +1,5 @@
-"""Orbax checkpoints: the latest (for resume) and the best on validation.
+"""Orbax checkpoints: the latest (for resume), the best on validation, and the
+model refit on the whole training file where the run made one (train.refit).
 
 Each checkpoint holds the TrainState (params, optimiser rows, RNG key, step)
 and a JSON record of the loop: data position, best metric, patience, time.
@@ -60,6 +61,7 @@ class Checkpoints:
     # Two best: a corrupt newest best falls back to the previous best.
     self.best = ocp.CheckpointManager(self.workdir / 'best', options=options(2))
     self._held_best = None  # (state on the host, record): keep_best's, not yet written
+    self._refit = None  # refit/'s manager, opened when a run makes or reads one
 
   def keep_best(self, state, record: dict):
     """A new best on validation. A state under WAIT_BELOW_BYTES is copied to
@@ -136,6 +138,23 @@ class Checkpoints:
       got = None
     return got or self.restore(self.latest, like_state)
 
+  @property
+  def has_refit(self) -> bool:
+    """Whether refit/ holds a saved model (one cut short by a kill does not count)."""
+    return (self.workdir / 'refit').is_dir() and bool(self.refit().all_steps())
+
+  def refit(self) -> ocp.CheckpointManager:
+    if self._refit is None:
+      self._refit = ocp.CheckpointManager(
+          self.workdir / 'refit', options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True))
+    return self._refit
+
+  def restore_model(self, like_state):
+    """The run's model: the refit on the whole training file where the run
+    made one (training/refit.py), else the best on validation (`restore_best`)."""
+    got = self.restore(self.refit(), like_state) if self.has_refit else None
+    return got or self.restore_best(like_state)
+
   def _set_aside(self, manager, steps):
     manager.wait_until_finished()
     if hosts.is_writer():  # (the others found the same steps unreadable)
@@ -151,7 +170,9 @@ class Checkpoints:
 
   def close(self):
     try:
-      for m in (self.latest, self.best):
+      for m in (self.latest, self.best, self._refit):
+        if m is None:
+          continue
         m.wait_until_finished()
         m.close()
     finally:

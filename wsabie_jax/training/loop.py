@@ -25,7 +25,7 @@ import numpy as np
 
 from wsabie_jax.core import metrics as metrics_lib
 from wsabie_jax.training import (checkpoints, dispatch, hooks, hosts, identity, interrupts,
-                                 parallel, resume, settings, setup, workdir as workdir_lib)
+                                 parallel, refit, resume, settings, setup, workdir as workdir_lib)
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.recorder import (Clock, Recorder, RunRecord, Stop, Summaries,
                                           objects_frozen)
@@ -71,7 +71,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
       # Everything runs on the mesh's devices (a CPU mesh on a GPU machine
       # included), each process's on its own: one it does not drive cannot be read.
       with jax.default_device(parallel.local_devices(mesh)[0]):
-        return _run(config, workdir, method, run_identity)
+        return _run(config, workdir, method, build, run_identity)
   finally:
     if created and not written:  # nothing of the run in it: leave no trace
       (workdir / 'LOCK').unlink(missing_ok=True)
@@ -79,9 +79,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir,
         workdir.rmdir()
 
 
-def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> dict:
-  """The run in a checked workdir: resumed or started, trained, its best state
-  tested; metrics.json written."""
+def _run(config, workdir: pathlib.Path, method: Method, build, run_identity: dict) -> dict:
+  """The run in a checked workdir: resumed or started, trained (and refit on
+  the whole training file: train.refit), its model tested; metrics.json written."""
   metric = _start(config, workdir, method)
   ckpts = checkpoints.Checkpoints(workdir)
   hosts.WHEREABOUTS.checkpoints = pathlib.Path(ckpts.latest.directory)
@@ -104,8 +104,10 @@ def _run(config, workdir: pathlib.Path, method: Method, run_identity: dict) -> d
     if jax.process_count() > 1:  # every process holds the same replica: its log says so
       log.info('process %d: the state after step %d has checksum %08x', jax.process_index(),
                int(state.step), checksum(state))
-    best = ckpts.restore_best(state)
-    result = method.test(best[0] if best is not None else state, workdir)
+    if refit.wanted(config, recorder.record, ckpts):
+      refit.run(config, method, build, recorder.record, ckpts, int(state.step))
+    model = ckpts.restore_model(state)
+    result = method.test(model[0] if model is not None else state, workdir)
   finally:
     if summaries is not None:
       summaries.close()
@@ -148,7 +150,8 @@ def _with_run_figures(result: dict, config, method: Method, r: RunRecord, state)
           'train_examples_per_sec': pairs_done / max(r.step_seconds, 1e-9),
           'stopped': Stop(r.stopped).value or 'completed',
           'epochs': rows_done / method.stream.num_examples,
-          'input_wait_seconds': r.input_wait_seconds, 'rate_drops': r.rate_drops}
+          'input_wait_seconds': r.input_wait_seconds, 'rate_drops': r.rate_drops,
+          'refit_steps': r.refit_steps}
 
 
 def _total_steps(train, stream) -> int:
@@ -238,6 +241,7 @@ def _back_to_best(call, train, record: RunRecord, ckpts):
   best = ckpts.restore_best(call.state)
   state = call.state if best is None else best[0]
   record.rate_drops, record.evals_without_improvement = record.rate_drops + 1, 0
+  record.path, record.path_start = list(record.best_path), call.step  # (the best's path goes on)
   state = at_rate(state, train, record)
   log.info('step %d: %d validations without a better one: back to the best (step %d), '
            'learning rate ÷%g (drop %d of %d)', call.step, train.patience, record.best_step,

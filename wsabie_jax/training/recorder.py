@@ -131,6 +131,13 @@ class RunRecord:
   step_seconds: float = 0.0       # its steps' alone
   stopped: str = Stop.NONE        # why it ended ('' while it goes on)
   rate_drops: int = 0             # plateau drops so far (loop.at_rate)
+  # The state's path as [rate drops, steps] segments (train.refit replays the
+  # best's): the current state's closed segments, the step its open one began
+  # at (a rate drop starts one), and the best state's whole path.
+  path: list = dataclasses.field(default_factory=list)
+  path_start: int = 0
+  best_path: list = dataclasses.field(default_factory=list)
+  refit_steps: int = 0            # the refit model's steps (training/refit.py); 0: none
   eval_every_steps: int | None = None  # the interval fitted to a budget (hooks.ValidationSpacing)
   evals_below_baseline: int = 0   # validations in a row under the frequency baseline
   input_wait_seconds: float = 0.0  # the loop's wait for its calls' input (dispatch.py)
@@ -178,6 +185,7 @@ class Recorder:
     self._track_baseline(step, values)
     if self.sign * values[self.metric] > self.sign * r.best_metric:
       r.best_metric, r.best_step, r.evals_without_improvement = values[self.metric], step, 0
+      r.best_path = r.path + [[r.rate_drops, step - r.path_start]]
       return True
     r.evals_without_improvement += 1
     return False

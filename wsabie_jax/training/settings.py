@@ -51,6 +51,12 @@ class TrainConfig:
   # loop.py); then the run stops. 0: it stops the first time.
   plateau_drops: Annotated[int, MAY_CHANGE] = 0
   plateau_factor: float = 4.0
+  # After a run that patience ended (early stopping), train a new model on the
+  # whole training file, validation split included, along the best state's
+  # path (its steps at each rate, scaled to the larger set), and keep it as the
+  # run's model (training/refit.py); skipped, with a line, where it would not
+  # fit in the time budget left.
+  refit: Annotated[bool, MAY_CHANGE] = False
   checkpoint_every_steps: Annotated[int, MAY_CHANGE] = 2000
   select_metric: str = 'p@1'    # one of the method's validation metrics
   # data parallel over this many devices (0: all)

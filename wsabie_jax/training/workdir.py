@@ -112,12 +112,13 @@ def _read_json(workdir, name: str) -> dict:
 
 
 def restore_best(workdir, like_state):
-  """(state, record) of the best on validation (the latest checkpoint if none
-  was marked best), restored into the shapes of `like_state` (methods/ knows
-  how to make one)."""
+  """(state, record) of the run's model: its refit on the whole training file
+  where it made one (train.refit), else the best on validation (the latest
+  checkpoint if none was marked best), restored into the shapes of
+  `like_state` (methods/ knows how to make one)."""
   ckpts = checkpoints.Checkpoints(workdir)
   try:
-    got = ckpts.restore_best(like_state)
+    got = ckpts.restore_model(like_state)
   finally:
     ckpts.close()
   if got is None:

@@ -1,0 +1,120 @@
+"""train.refit (training/refit.py): after early stopping, the model trained
+again on the whole training file along the best state's path, kept as the
+run's model; skipped where the budget left cannot hold it."""
+import logging
+
+import jax
+import numpy as np
+import pytest
+
+from tests import schedule_test
+from tests.train_test import _tiny_config
+from wsabie_jax import methods
+from wsabie_jax.api import run
+from wsabie_jax.training import checkpoints, parallel, refit
+from wsabie_jax.training.recorder import RunRecord
+
+TRAIN, VALID = 540, 60  # _tiny_config's 600 training images, 10% carved off for validation
+
+
+def _refit_state(workdir, config):
+  like = methods.get('wsabie').init_state(config, config.data.synthetic.num_features,
+                                         config.data.synthetic.num_labels)
+  ckpts = checkpoints.Checkpoints(workdir)
+  try:
+    return ckpts.restore(ckpts.refit(), like)
+  finally:
+    ckpts.close()
+
+
+def test_segments_scale_each_rate_and_leave_out_empty_ones():
+  assert refit.segments([[0, 8], [1, 0], [2, 8]], 600 / 540) == [(0, 9), (2, 9)]
+  assert refit.segments([[0, 100]], 1.0) == [(0, 100)]
+
+
+def test_the_refit_replays_the_best_states_path(tmp_path, monkeypatch):
+  """The scripted schedule (tests/schedule_test.py): best at step 8, a drop at
+  16 back to it, the best at 24 (8 steps at rate ÷10), a drop at 32 back to
+  that; the path kept is [[0, 8], [1, 8]]. The refit trains 9 + 9 steps
+  (× 600/540) on every training image, the second 9 at rate ÷10."""
+  real = schedule_test._tiny_config
+
+  def with_refit(**kw):
+    return real(**kw, refit=True)
+  monkeypatch.setattr(schedule_test, '_tiny_config', with_refit)
+  metrics, _, _ = schedule_test._scripted_run(tmp_path)
+  assert (metrics['best_step'], metrics['refit_steps']) == (24, 18)
+  state, record = _refit_state(tmp_path, with_refit())
+  assert record['best_path'] == [[0, 8], [1, 8]] and int(state.step) == 18
+  assert float(state.rate_scale) == pytest.approx(0.1)
+  assert record['stopped'] == 'early_stopping'
+
+
+def test_a_one_rate_refit_equals_a_run_on_the_whole_training_file(tmp_path):
+  """No drops: the refit is the same model as a run with no validation split
+  for refit_steps, bit for bit, and it is what the run tested and what
+  evaluate reads."""
+  config = _tiny_config(num_epochs=50, eval_every_steps=5, patience=2, refit=True)
+  config.optim.kind, config.optim.learning_rate = 'sgd', 30.0  # (wrecked after a few validations)
+  got = run.train_and_evaluate(config, tmp_path / 'a')
+  assert got['stopped'] == 'early_stopping' and got['refit_steps'] > 0
+  assert got['refit_steps'] == round(got['best_step'] * (TRAIN + VALID) / TRAIN)
+  whole = _tiny_config(max_steps=got['refit_steps'], eval_every_steps=5)
+  whole.optim.kind, whole.optim.learning_rate = 'sgd', 30.0
+  whole.data.validation_fraction = 0.0
+  plain = run.train_and_evaluate(whole, tmp_path / 'b')
+  refit_state, _ = _refit_state(tmp_path / 'a', config)
+  restored = run.Restored(str(tmp_path / 'a'))
+  for x, y, z in zip(jax.tree.leaves(refit_state.params),
+                     jax.tree.leaves(_refit_state_of_plain(tmp_path / 'b', whole)),
+                     jax.tree.leaves(restored.state.params)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
+  assert (got['p@1'], got['map']) == (plain['p@1'], plain['map'])
+  assert restored.evaluate()['map'] == pytest.approx(got['map'], abs=1e-6)
+
+
+def _refit_state_of_plain(workdir, config):
+  like = methods.get('wsabie').init_state(config, config.data.synthetic.num_features,
+                                         config.data.synthetic.num_labels)
+  ckpts = checkpoints.Checkpoints(workdir)
+  try:
+    return ckpts.restore_model(like)[0].params
+  finally:
+    ckpts.close()
+
+
+def test_a_refit_the_budget_left_cannot_hold_is_skipped_with_a_line(tmp_path, caplog):
+  """100 steps took 5 s; 111 more would take about 5.6 s, and 1 s is left of
+  the 10-s budget: no refit, nothing saved, the log says why."""
+  config = methods.check(_tiny_config(max_seconds=10.0, refit=True))
+  method = methods.build(config, parallel.make_mesh(1))
+  record = RunRecord(best_metric=0.5, best_path=[[0, 100]], step_seconds=5.0,
+                     train_seconds=9.0, stopped='early_stopping')
+  ckpts = checkpoints.Checkpoints(tmp_path)
+  try:
+    with caplog.at_level(logging.INFO, 'wsabie_jax'):
+      assert refit.wanted(method.config, record, ckpts)
+      assert refit.run(method.config, method, methods.build, record, ckpts, 100) is None
+    assert not ckpts.has_refit and record.refit_steps == 0
+  finally:
+    ckpts.close()
+  assert 'would take about 5.6 s, more than the 1.0 s left' in caplog.text
+
+
+def test_a_refit_is_made_once_and_only_after_early_stopping(tmp_path):
+  config = methods.check(_tiny_config(refit=True))
+  ckpts = checkpoints.Checkpoints(tmp_path)
+  try:
+    done = RunRecord(best_metric=0.5, best_path=[[0, 10]], stopped='early_stopping')
+    assert refit.wanted(config, done, ckpts)
+    for stopped in ('max_seconds', ''):  # a budget or a step cap: how long to train is unchosen
+      assert not refit.wanted(config, RunRecord(best_metric=0.5, best_path=[[0, 10]],
+                                                stopped=stopped), ckpts)
+    (tmp_path / 'refit').mkdir()  # (a refit cut short leaves its folder, no checkpoint)
+    assert refit.wanted(config, done, ckpts)
+    state = methods.build(config, parallel.make_mesh(1)).init_state()
+    ckpts.save(ckpts.refit(), state, done.to_json())
+    assert not refit.wanted(config, done, ckpts)
+  finally:
+    ckpts.close()

@@ -1,0 +1,91 @@
+"""A change to the config judged on the training files alone
+(launch/benchmark.py --suite=folds): each --panel set's training file cut in
+FOLDS folds; on each, the config (--panel_config) and the config with
+--panel_override trained through the training loop for --budget_seconds on
+the other folds (its own validation split, schedule and refit, as a user's
+run) and scored on the fold. p@1 and MAP pooled over the folds, so every
+training example is scored once; the test files are not read. Where a
+panel_search round scores a change on one split, this scores the whole run.
+"""
+from __future__ import annotations
+
+import pathlib
+import tempfile
+
+import ml_collections
+import numpy as np
+
+from wsabie_jax import config as config_lib
+from wsabie_jax.api import run
+from wsabie_jax.benchmarks import panel
+from wsabie_jax.data import read_split, settings as data_settings
+from wsabie_jax.data.libsvm import write_libsvm
+
+FOLDS = 5
+
+
+def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/wsabie_mulan.py',
+            folds: int = FOLDS) -> list[dict]:
+  """A row a set: pooled p@1 and MAP of the config and of the config with
+  `overrides` ({'train.refit': True}), the mean and standard error over folds
+  of their p@1 difference, and each one's mean refit steps."""
+  rows = []
+  for spec in specs:
+    name, data = panel.data_config(spec)
+    whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
+    order = np.random.default_rng(0).permutation(whole.num_images)
+    got = {'config': [], 'changed': []}
+    with tempfile.TemporaryDirectory(prefix=f'folds-{name}-') as tmp:
+      for f, held in enumerate(np.array_split(order, folds)):
+        folder = pathlib.Path(tmp) / str(f)
+        folder.mkdir()
+        write_libsvm(whole.subset(np.sort(np.setdiff1d(order, held))), folder / 'train.txt')
+        write_libsvm(whole.subset(np.sort(held)), folder / 'test.txt')
+        for key, extra in (('config', {}), ('changed', overrides)):
+          m = run.train_and_evaluate(_config(config_path, folder, budget, extra), folder / key)
+          got[key].append((m['p@1'], m['map'], m['num_images'], m.get('refit_steps', 0)))
+    rows.append(_pooled(name, got))
+  print(table(rows, overrides, budget, folds))
+  return rows
+
+
+def _config(config_path: str, folder: pathlib.Path, budget: float,
+            overrides: dict) -> ml_collections.ConfigDict:
+  """The config file on a fold's files (its normalisation and bias feature
+  kept), `budget` seconds, `overrides` applied."""
+  config = config_lib.load(config_path)
+  data = data_settings.file_data('libsvm', str(folder / 'train.txt'), str(folder / 'test.txt'))
+  config.data = ml_collections.ConfigDict({**data.to_dict(),
+                                           'bias_feature': config.data.bias_feature,
+                                           'normalize': config.data.normalize})
+  config.train.max_seconds = budget
+  for path, value in overrides.items():
+    section, key = path.split('.')
+    config[section][key] = value
+  return config
+
+
+def _pooled(name: str, got: dict) -> dict:
+  row = {'set': name}
+  for key, runs in got.items():
+    a = np.asarray(runs, np.float64)
+    n = a[:, 2].sum()
+    row[key] = {'p@1': float(a[:, 0] @ a[:, 2] / n), 'map': float(a[:, 1] @ a[:, 2] / n),
+                'examples': int(n), 'refit_steps': float(a[:, 3].mean())}
+  diff = np.asarray([c[0] - b[0] for b, c in zip(got['config'], got['changed'])])
+  row['p@1_diff'] = float(diff.mean())
+  row['p@1_diff_se'] = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+  return row
+
+
+def table(rows: list[dict], overrides: dict, budget: float, folds: int) -> str:
+  changed = ', '.join(f'{k}={v}' for k, v in overrides.items())
+  lines = [f'\n{folds} folds of each training file, {budget:g} s a run; pooled p@1 / MAP',
+           f'{"set":<12} {"examples":>8}  {"config":>15}  {changed:>15}  {"Δ p@1 (± se)":>16}'
+           f'  {"refit steps (config, changed)":>29}']
+  for r in rows:
+    c, o = r['config'], r['changed']
+    lines.append(f'{r["set"]:<12} {c["examples"]:>8}  {c["p@1"]:.4f} / {c["map"]:.4f}  '
+                 f'{o["p@1"]:.4f} / {o["map"]:.4f}  {r["p@1_diff"]:>+8.4f} ± {r["p@1_diff_se"]:.4f}'
+                 f'  {c["refit_steps"]:>14.0f}, {o["refit_steps"]:>6.0f}')
+  return '\n'.join(lines)

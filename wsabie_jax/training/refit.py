@@ -1,0 +1,95 @@
+"""train.refit: the run's model trained again on the whole training file.
+
+Early stopping holds out a validation split to choose how long to train, and
+the model it keeps never sees that split. Once the choice is made it is no
+longer needed: a new model trained on every training example, along the kept
+state's path (its steps at each rate, `RunRecord.best_path`, scaled by the
+larger set's size: the same epochs), gains the held-out examples. On a small
+set that is a tenth more data (docs/TUNING.md, "Refit on the whole training
+file"). The refit model is saved in workdir/refit/ and is what the run tests,
+and what evaluate and annotate read (checkpoints.restore_model).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from wsabie_jax.training import dispatch, hosts
+from wsabie_jax.training.method import Method
+from wsabie_jax.training.recorder import RunRecord, Stop
+
+log = logging.getLogger('wsabie_jax')
+
+
+def segments(best_path: list, scale: float) -> list[tuple[int, int]]:
+  """[(rate drops, steps)] to train: the best state's path with each segment's
+  steps times `scale` (rounded; empty segments left out)."""
+  scaled = [(int(drops), round(steps * scale)) for drops, steps in best_path]
+  return [(drops, steps) for drops, steps in scaled if steps > 0]
+
+
+def wanted(config: ml_collections.ConfigDict, record: RunRecord, ckpts) -> bool:
+  """A refit is made once, after patience ended the run (a budget or a step
+  cap leaves the choice of how long to train unmade), from a validated best."""
+  return (config.train.refit and record.stopped == Stop.EARLY_STOPPING
+          and bool(record.best_path) and not ckpts.has_refit)
+
+
+def run(config: ml_collections.ConfigDict, method: Method,
+        build: Callable[[ml_collections.ConfigDict, object], Method], record: RunRecord,
+        ckpts, steps_trained: int, clock=time.monotonic):
+  """Trains the refit model and saves it (refit/); returns it, or None where
+  it would not fit in the time budget left (logged). The steps' time, at the
+  run's own pace, decides; the seconds it takes join the record's."""
+  train = config.train
+  if config.data.get('kind') == 'shards' or not config.data.get('validation_fraction'):
+    log.info('train.refit: nothing held out to train on again (no validation split carved '
+             'from the training data); the best on validation is the model')
+    return None
+  whole = ml_collections.ConfigDict(method.config.to_dict())
+  whole.data.validation_fraction = 0.0
+  everything = build(whole, method.mesh)
+  plan = segments(record.best_path, everything.stream.num_examples / method.stream.num_examples)
+  total = sum(n for _, n in plan)
+  seconds_a_step = record.step_seconds / max(steps_trained, 1)
+  left = train.max_seconds - record.train_seconds if train.max_seconds > 0 else math.inf
+  if total * seconds_a_step > left:
+    log.info('train.refit: %d steps on the whole training file would take about %.1f s, '
+             'more than the %.1f s left of train.max_seconds; the best on validation is the '
+             'model', total, total * seconds_a_step, max(left, 0.0))
+    return None
+  log.info('train.refit: %d steps over all %d rows of the training data, along the best '
+           'state\'s path (%s)', total, everything.stream.num_examples,
+           ', '.join(f'{n} at rate ÷{train.plateau_factor ** d:g}' for d, n in plan))
+  start = clock()
+  state = _along(train, everything, plan)
+  jax.block_until_ready(state)
+  record.refit_steps = total
+  record.train_seconds += clock() - start
+  ckpts.save(ckpts.refit(), state, record.to_json())
+  hosts.barrier('wsabie_jax: refit saved')
+  return state
+
+
+def _along(train, method: Method, plan: list[tuple[int, int]]):
+  """A new state trained on `method`'s data through the plan's segments, each
+  at its rate (÷ plateau_factor a drop: the state's rate_scale)."""
+  state, step = method.init_state(), 0
+  for drops, n in plan:  # (a Dispatcher a segment, its calls cut at its end)
+    end = step + n
+    steps = dispatch.Dispatcher(train, method, step, end)
+    try:
+      state = steps.place(state._replace(
+          rate_scale=jnp.asarray(train.plateau_factor ** -drops, jnp.float32)))
+      while step < end:
+        state, _, done = steps(state, step)
+        step += done
+    finally:
+      steps.close()
+  return state
