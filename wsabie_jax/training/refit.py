@@ -52,13 +52,15 @@ def run(config: ml_collections.ConfigDict, method: Method,
     log.info('train.refit: nothing held out to train on again (no validation split carved '
              'from the training data); the best on validation is the model')
     return None
+  start = clock()  # (reading the whole training file counts too)
   whole = ml_collections.ConfigDict(method.config.to_dict())
   whole.data.validation_fraction = 0.0
   everything = build(whole, method.mesh)
   plan = segments(record.best_path, everything.stream.num_examples / method.stream.num_examples)
   total = sum(n for _, n in plan)
   seconds_a_step = record.step_seconds / max(steps_trained, 1)
-  left = train.max_seconds - record.train_seconds if train.max_seconds > 0 else math.inf
+  spent = record.train_seconds + clock() - start
+  left = train.max_seconds - spent if train.max_seconds > 0 else math.inf
   if total * seconds_a_step > left:
     log.info('train.refit: %d steps on the whole training file would take about %.1f s, '
              'more than the %.1f s left of train.max_seconds; the best on validation is the '
@@ -67,7 +69,6 @@ def run(config: ml_collections.ConfigDict, method: Method,
   log.info('train.refit: %d steps over all %d rows of the training data, along the best '
            'state\'s path (%s)', total, everything.stream.num_examples,
            ', '.join(f'{n} at rate ÷{train.plateau_factor ** d:g}' for d, n in plan))
-  start = clock()
   state = _along(train, everything, plan)
   jax.block_until_ready(state)
   record.refit_steps = total
