@@ -15,7 +15,6 @@ import tempfile
 import ml_collections
 import numpy as np
 
-from wsabie_jax import config as config_lib
 from wsabie_jax.api import run
 from wsabie_jax.benchmarks import panel
 from wsabie_jax.data import read_split, settings as data_settings
@@ -43,7 +42,7 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
         write_libsvm(whole.subset(np.sort(held)), folder / 'test.txt')
         for key, extra in (('config', {}), ('changed', overrides)):
           m = run.train_and_evaluate(_config(config_path, folder, budget, extra), folder / key)
-          got[key].append((m['p@1'], m['map'], m['num_images'], m.get('refit_steps', 0)))
+          got[key].append((m['p@1'], m['map'], m['num_images'], m['refit_steps']))
     rows.append(_pooled(name, got))
   print(table(rows, overrides, budget, folds))
   return rows
@@ -51,18 +50,9 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
 
 def _config(config_path: str, folder: pathlib.Path, budget: float,
             overrides: dict) -> ml_collections.ConfigDict:
-  """The config file on a fold's files (its normalisation and bias feature
-  kept), `budget` seconds, `overrides` applied."""
-  config = config_lib.load(config_path)
+  """The config file on a fold's files, `budget` seconds, `overrides` applied."""
   data = data_settings.file_data('libsvm', str(folder / 'train.txt'), str(folder / 'test.txt'))
-  config.data = ml_collections.ConfigDict({**data.to_dict(),
-                                           'bias_feature': config.data.bias_feature,
-                                           'normalize': config.data.normalize})
-  config.train.max_seconds = budget
-  for path, value in overrides.items():
-    section, key = path.split('.')
-    config[section][key] = value
-  return config
+  return panel.on_data(config_path, data, {'train.max_seconds': budget, **overrides})
 
 
 def _pooled(name: str, got: dict) -> dict:

@@ -73,12 +73,10 @@ def data_config(spec: str):
   return name, data
 
 
-def ours_settings(config_path: str, data, train, overrides: dict | None = None, **knobs):
-  """(StepConfig, batch size, config): the config file with this data (its
-  normalisation and bias feature kept), `overrides` ({'model.dim': 64, …})
-  applied, then its 'auto' fields fitted to `train` (the split the run trains
-  on) by wsabie/fitting.py's rules (`knobs` changes them), its draws capped
-  at the Y − 1 negatives."""
+def on_data(config_path: str, data, overrides: dict | None = None) -> ml_collections.ConfigDict:
+  """The config file with `data` as its data section (the file's
+  normalisation and bias feature kept) and `overrides` ({'model.dim': 64, …})
+  applied; its 'auto' fields still unfitted."""
   config = config_lib.load(config_path)
   config.data = ml_collections.ConfigDict({**data.to_dict(),
                                            'bias_feature': config.data.bias_feature,
@@ -86,6 +84,16 @@ def ours_settings(config_path: str, data, train, overrides: dict | None = None, 
   for path, value in (overrides or {}).items():
     section, key = path.split('.')
     config[section][key] = value
+  return config
+
+
+def ours_settings(config_path: str, data, train, overrides: dict | None = None, **knobs):
+  """(StepConfig, batch size, config): the config file with this data (its
+  normalisation and bias feature kept), `overrides` ({'model.dim': 64, …})
+  applied, then its 'auto' fields fitted to `train` (the split the run trains
+  on) by wsabie/fitting.py's rules (`knobs` changes them), its draws capped
+  at the Y − 1 negatives."""
+  config = on_data(config_path, data, overrides)
   config, _ = fitting.resolve(config, train, fitting.Rules(**knobs))  # its 'auto' fields
   if config.loss.kind != 'exact':
     config.loss.num_draws = min(config.loss.num_draws, train.num_labels - 1)

@@ -48,7 +48,7 @@ def run(config: ml_collections.ConfigDict, method: Method,
   it would not fit in the time budget left (logged). The steps' time, at the
   run's own pace, decides; the seconds it takes join the record's."""
   train = config.train
-  if config.data.get('kind') == 'shards' or not config.data.get('validation_fraction'):
+  if config.data.kind == 'shards' or not config.data.validation_fraction:
     log.info('train.refit: nothing held out to train on again (no validation split carved '
              'from the training data); the best on validation is the model')
     return None
