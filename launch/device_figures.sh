@@ -24,7 +24,7 @@ from wsabie_jax.benchmarks import accelerator
 from wsabie_jax.training import settings
 per_call = settings.for_platform(settings.train(), jax.devices()[0].platform)['steps_per_call']
 small = bool(int(sys.argv[2]))
-rows = accelerator.grid(small, 3.0, per_call, labels=[500] if small else [10_000],
+rows = accelerator.grid(small, 0.5 if small else 3.0, per_call, labels=[500] if small else [10_000],
                         shapes=[(256, 10)] if small else [(4096, 100), (1024, 1000)])
 json.dump(rows, open(f'{sys.argv[1]}/grid.json', 'w'), indent=1)
 PYTHON

@@ -141,7 +141,7 @@ def _train_args(workdir):
           '--config.train.max_steps=3000', '--config.train.max_seconds=0',
           '--config.train.evals_per_budget=0', '--config.train.eval_every_steps=500',
           '--config.train.checkpoint_every_steps=1000', '--config.train.patience=100',
-          '--nocompilation_cache']
+          ]
 
 
 def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):

@@ -47,3 +47,7 @@ def float32_matmuls():
   from tests import helpers
   with helpers.float32_matmuls():
     yield
+
+
+# A module fixture is made once a run, not once a worker (tests/grouping.py).
+from tests.grouping import pytest_itemcollected  # noqa: E402,F401 (a hook: pytest finds it here)

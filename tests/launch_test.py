@@ -1,9 +1,11 @@
 """End to end through the command-line entry points, as a user runs them."""
 import json
+import math
 import os
 import subprocess
 import sys
 
+import jax
 import pytest
 
 from tests import helpers
@@ -158,8 +160,21 @@ def test_the_device_figures_script_takes_each_table(tmp_path):
   out = subprocess.run(['bash', 'launch/device_figures.sh'], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=700)
   assert out.returncode == 0, out.stderr[-2000:]
+  # The grid's one row asked for (accelerator.grid: only the labels and shapes
+  # asked), every column filled, what exactness costs at its one cell.
   grid = json.loads((tmp_path / 'out' / 'grid.json').read_text())
-  assert [(r['B'], r['K']) for r in grid] == [(256, 10)] and grid[0]['alone_trained'] > 0
+  assert [(r['Y'], r['B'], r['K']) for r in grid] == [(500, 256, 10)]
+  cpu = jax.devices()[0].platform == 'cpu'
+  row, other, call = grid[0], 'static' if cpu else 'traced', f'loop_{16 if cpu else 64}'
+  assert row['other_length'] == other
+  assert all(row[k] > 0 for k in ('alone', 'alone_gathered', 'alone_fresh', 'alone_trained',
+                                  'loop_1', call, f'loop_{other}', 'loop_ahead',
+                                  'alone_deterministic', 'alone_tensorfloat32')), row
+  for ratio, (a, b) in {'loop_over_alone': (call, 'alone'),
+                        'loop_over_fresh': (call, 'alone_fresh'),
+                        'loop_over_trained': (call, 'alone_trained'),
+                        'ahead_over_fresh': ('loop_ahead', 'alone_fresh')}.items():
+    assert math.isclose(row[ratio], row[a] / row[b]), ratio
   metrics = json.loads((tmp_path / 'out' / 'webscale_metrics.json').read_text())
   assert metrics['steps'] > 0 and 0 <= metrics['input_wait_seconds'] <= metrics['train_seconds']
   rows = json.loads((tmp_path / 'out' / 'input.json').read_text())['input']
