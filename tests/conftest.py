@@ -11,6 +11,12 @@ os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
 # a folder of their own, shared by the workers and by later runs on this machine.
 os.environ.setdefault('WSABIE_JAX_CACHE', os.path.join(tempfile.gettempdir(),
                                                        f'wsabie_jax_test_cache_{os.getuid()}'))
+# The processes tests launch keep every program there too, however quick to
+# compile (JAX reads these two itself; the launch scripts' own setting keeps
+# those over 0.1 s): most of a short run's compiles are small programs, the
+# same in every launched run of a config.
+os.environ.setdefault('JAX_COMPILATION_CACHE_DIR', os.environ['WSABIE_JAX_CACHE'])
+os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0')
 
 # Config files by name (api/configs.py) from this checkout's configs/, whatever
 # folder a test works in.
