@@ -28,9 +28,20 @@ def test_by_size_reads_whole_only_where_cheaper_and_possible():
   assert table_reads.choose(small, 64, 1, 64 * 10, 300) == table_reads.Whole(True, False)  # 64·300 > 20·640
   assert table_reads.choose(small, 64, 1, 64 * 10, 20).features  # 64·20 ≤ 20·640
   assert not table_reads.choose(helpers.step_config(1000, num_draws=10), 64, 1, 640, d).labels
-  # A row's Q positives are gathered label rows too: Y 300 > 24·(10 + 1), ≤ 24·(10 + 3).
-  assert not table_reads.choose(helpers.step_config(300, num_draws=10), 64, 1, 640, d).labels
-  assert table_reads.choose(helpers.step_config(300, num_draws=10), 64, 3, 640, d).labels
+  # Gathered rows past the caches (B 4,096 · 11–13 pieces · D 128 floats > 16 MiB):
+  # a row's Q positives are gathered label rows too: Y 300 > 24·(10 + 1), ≤ 24·(10 + 3).
+  big = dict(num_draws=10, dim=128)
+  assert not table_reads.choose(helpers.step_config(300, **big), 4096, 1, 640, d).labels
+  assert table_reads.choose(helpers.step_config(300, **big), 4096, 3, 640, d).labels
+  # In the caches a gather is cheap: whole only up to 8·(K+Q). The default job's
+  # shapes (Y 2,000, K 100, Q 1, B 256, D 64) read by rows; the same Y at B 1,024,
+  # D 128 (53 MB gathered) whole.
+  assert table_reads.choose(helpers.step_config(88, num_draws=10), 64, 1, 640, d).labels
+  assert not table_reads.choose(helpers.step_config(89, num_draws=10), 64, 1, 640, d).labels
+  default = dict(num_draws=100, dim=64)
+  assert not table_reads.choose(helpers.step_config(2000, **default), 256, 1, 640, d).labels
+  assert table_reads.choose(helpers.step_config(2000, num_draws=100, dim=128), 1024, 1, 640,
+                            d).labels
   assert table_reads.choose(_cfg(tables='whole'), 64, 1, 1, 10**6) == table_reads.Whole(True, True)
   assert table_reads.choose(_cfg(tables='labels'), 64, 1, 1, 10**6) == table_reads.Whole(True, False)
   assert table_reads.choose(_cfg(tables='features'), 64, 1, 1, 10**6) == table_reads.Whole(False, True)
