@@ -20,8 +20,9 @@ from wsabie_jax.data import batching, synthetic
     ('warp', 'adagrad', 'shared', 'by_size')])
 def test_four_devices_match_one(loss, optimizer, sampler, tables):
   """Gathered rows are all-gathered, tables read whole (wsabie/table_reads.py) summed;
-  'by_size' reads the labels whole here for WARP (Y 60 ≤ 24·(K+Q)). Sampler 'shared':
-  uniform draws shared by the batch's rows (every device draws the same K)."""
+  'by_size' reads the labels whole here for WARP (Y 60 ≤ 8·(K+Q), in the
+  caches). Sampler 'shared': uniform draws shared by the batch's rows (every
+  device draws the same K)."""
   cpus = jax.devices('cpu')
   assert len(cpus) >= 4, 'tests/conftest.py forces 4 CPU devices'
   with jax.default_device(cpus[0]):

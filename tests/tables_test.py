@@ -24,7 +24,7 @@ def _cfg(**kw):
 
 
 def test_by_size_reads_whole_only_where_cheaper_and_possible():
-  small = _cfg(num_draws=10)  # Y 40 ≤ 24·(10 + 1)
+  small = _cfg(num_draws=10)  # Y 40 ≤ 8·(10 + 1), its gathered rows in the caches
   assert table_reads.choose(small, 64, 1, 64 * 10, 300) == table_reads.Whole(True, False)  # 64·300 > 20·640
   assert table_reads.choose(small, 64, 1, 64 * 10, 20).features  # 64·20 ≤ 20·640
   assert not table_reads.choose(helpers.step_config(1000, num_draws=10), 64, 1, 640, d).labels
