@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULE = '''
 import os, pytest
 @pytest.fixture(scope='module')
-def made(tmp_path_factory):
+def made():
   with open(os.environ['LOG'], 'a') as log:
     log.write('module fixture on ' + os.environ['PYTEST_XDIST_WORKER'] + '\\n')
 def test_a(made): pass

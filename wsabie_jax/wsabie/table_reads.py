@@ -40,20 +40,19 @@ from wsabie_jax.wsabie.settings import StepConfig
 
 # 'by_size' reads a table whole where a batch covers it many times over: the
 # labels when Y ≤ 24·(K+Q) (a row's Q positives and K draws are gathered
-# label rows; 8·(K+Q) where those rows stay in the caches), the features when B·d ≤ 20·N non-zeros. Gathering is cheap
-# while B·(K+Q)·D floats fit the caches and costs about a hundred matmul
-# multiply-adds a float once they do not (B 512, Q 1, D 128: K 10 gathers in
-# 0.66 ms at any Y ≤ 3,000, K 100 in ~10 ms), so at the panel's B 1,024 and
-# D 128 the whole table wins up to Y ≈ 22–29·(K+Q): text (Y 433, Q 5) is 1.4×
-# faster whole at K 25 and 1.3× slower at K 10; Delicious (Y 983, Q 21) 1.6×
-# faster at K 25. `launch/benchmark.py --suite=tables` measures both (its
-# figures: docs/RESULTS.md). Where the B·(K+Q)·D gathered floats stay in the
-# caches (up to GATHERED_IN_CACHE_BYTES) a gather costs a few multiply-adds a
-# float, and the whole table wins only up to Y ≈ 8·(K+Q): the default job
-# (configs/wsabie_synthetic.py: Y 2,000, K 100, Q 1, B 256, D 64, 6.6 MB
-# gathered) ran 62.6k pairs/s whole and 106.7k by rows on 2 CPU cores, the
-# same metrics (`--config.model.tables=by_size` / `rows`); text at K 10 (7.9
-# MB) was faster by rows, Delicious at K 25 (24 MB) whole.
+# label rows), the features when B·d ≤ 20·N non-zeros. Gathering costs about
+# a hundred matmul multiply-adds a float once the B·(K+Q)·D gathered floats
+# leave the caches (B 512, Q 1, D 128: K 10 gathers in 0.66 ms at any Y ≤
+# 3,000, K 100 in ~10 ms), so at the panel's B 1,024 and D 128 the whole table
+# wins up to Y ≈ 22–29·(K+Q): text (Y 433, Q 5) is 1.4× faster whole at K 25
+# and 1.3× slower at K 10; Delicious (Y 983, Q 21) 1.6× faster at K 25. While
+# they stay in the caches (up to GATHERED_IN_CACHE_BYTES) a gather costs a few
+# multiply-adds a float and the whole table wins only up to Y ≈ 8·(K+Q): the
+# default job (configs/wsabie_synthetic.py: Y 2,000, K 100, Q 1, B 256, D 64,
+# 6.6 MB gathered) ran 62.6k pairs/s whole and 106.7k by rows on 2 CPU cores,
+# the same metrics; text at K 10 (7.9 MB) was faster by rows, Delicious at K
+# 25 (24 MB) whole. `launch/benchmark.py --suite=tables` measures both (its
+# figures: docs/RESULTS.md).
 LABELS_PER_GATHERED_ROW = 24
 LABELS_PER_CACHED_ROW = 8
 GATHERED_IN_CACHE_BYTES = 16 * 2**20
@@ -85,7 +84,7 @@ def choose(cfg: StepConfig, batch_size: int, positives_per_row: int, num_slots: 
     return Whole(cfg.num_labels <= cfg.draws_per_pair + positives_per_row, features)
   # B·(K+Q) label pieces gathered vs three B×Y products (scores, C·W, Cᵀ·images).
   pieces = cfg.draws_per_pair + positives_per_row
-  in_cache = batch_size * pieces * cfg.model.dim * 4 <= GATHERED_IN_CACHE_BYTES
+  in_cache = batch_size * pieces * cfg.model.dim * 4 <= GATHERED_IN_CACHE_BYTES  # (float32)
   per_row = LABELS_PER_CACHED_ROW if in_cache else LABELS_PER_GATHERED_ROW
   return Whole(cfg.num_labels <= per_row * pieces, features)
 
