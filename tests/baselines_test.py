@@ -46,6 +46,15 @@ def test_linear_baselines_separate_their_training_data():
   assert (margins[positive] > 0).mean() > 0.95 and (margins[~positive] < 0).mean() > 0.99
 
 
+def test_an_averaged_one_vs_rest_is_the_mean_of_its_later_epochs_ends():
+  """average=True: the mean of W after epochs 2, 3 and 4 of 4 (the second
+  half's ends), each epoch's order the same as the unaveraged runs'."""
+  train, _ = _data(n=60)
+  ends = [np.asarray(baselines.train_linear(train, 'ovr', C=0.1, epochs=k)) for k in (2, 3, 4)]
+  got = np.asarray(baselines.train_linear(train, 'ovr', C=0.1, epochs=4, average=True))
+  np.testing.assert_allclose(got, np.mean(ends, 0), rtol=1e-5, atol=1e-6)
+
+
 def test_exact_knn_matches_brute_force():
   train, test = _data()
   t, q = batching.pad_images(train), batching.pad_images(test)

@@ -23,7 +23,7 @@ from wsabie_jax.wsabie import fitting
 def _split(num_labels: int, positives: dict) -> types.SimpleNamespace:
   """A training split with {positives an image: how many images}."""
   counts = np.concatenate([np.full(n, p) for p, n in positives.items()])
-  return types.SimpleNamespace(num_labels=num_labels,
+  return types.SimpleNamespace(num_labels=num_labels, num_features=1000, num_seen_labels=None,
                                label_indptr=np.concatenate([[0], np.cumsum(counts)]))
 
 
@@ -68,3 +68,5 @@ def test_fitted_values_are_the_hand_worked_ones(shape):
   assert {k: values[k] for k in expected} == expected
   estimate = 'first_violator' if want['violators'] == 'first' else 'violator_count'
   assert values['loss.rank_estimate'] == estimate
+  # The One-vs-Rest member beside WSABIE: 1,000 features × Y ≤ 2^26 floats, Y ≤ 4,096.
+  assert values['model.ensemble'] == ('one_vs_rest' if num_labels <= 4096 else 'none')

@@ -9,6 +9,7 @@ from wsabie_jax import config as config_lib
 from wsabie_jax.config import args
 from wsabie_jax.data import corel5k_paths, load_splits
 from wsabie_jax.benchmarks import panel, panel_search, peers
+from wsabie_jax.wsabie import linear_member
 from wsabie_jax.core import native_rows
 from wsabie_jax.data import batching
 from wsabie_jax.wsabie import fitting
@@ -47,7 +48,8 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
                     'loss.violators': 'first', 'loss.rank_estimate': 'first_violator',
                     'optim.learning_rate': 0.01,
                     'train.positives_per_row': 5,  # a row an image
-                    'train.batch_size': 512}  # the split's 4,050 rows / 6 = 675 → 512
+                    'train.batch_size': 512,  # the split's 4,050 rows / 6 = 675 → 512
+                    'model.ensemble': 'one_vs_rest'}  # 500 features × 374 labels: small
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
   rules = lambda **knobs: fitting.Rules(**knobs)
   # The rows are the split's, not scaled again by the validation fraction
@@ -160,6 +162,11 @@ def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
   two = panel._median_run(got, seeds=2)  # the first two runs are two seeds: their mean
   assert two['p@1'] == pytest.approx(0.55) and two['p@1_sem'] == pytest.approx(0.05)
   assert two['pairs_per_sec'] == 450.0
+  assert two['ensemble_weight'] is None and two['wsabie_p@1'] is None  # (no member)
+  member = [{**g, 'ensemble_weight': w, 'wsabie_p@1': a}
+            for g, w, a in zip(got, (0.5, 1.0, 0.0), (0.4, 0.5, 0.9))]
+  two = panel._median_run(member, seeds=2)  # WSABIE alone: the mean of the same seeds
+  assert two['ensemble_weight'] == 0.5 and two['wsabie_p@1'] == pytest.approx(0.45)
 
 
 def test_the_search_trains_each_candidate_on_each_set(tmp_path):
@@ -168,11 +175,15 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   validation split (what is asserted does not depend on the machine's speed)."""
   folder = _mulan_folder(tmp_path)
   rows = panel_search.choose([str(folder)], [{'overrides': {'model.max_norm': 3.0}},
-                                      {'knobs': {'max_draws': 10, 'batch_draws': False}}],
+                                      {'knobs': {'max_draws': 10, 'batch_draws': False}},
+                                      {'member': True}],
                        budget=0.3)
-  assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1)]
+  assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1), ('toy', 2)]
   assert all(0.0 <= r['map'] <= 1.0 and r['pairs_per_sec'] > 0 for r in rows)
   assert rows[1]['num_draws'] == 10
+  # the One-vs-Rest member beside the kept state, at the weight a run would choose
+  assert rows[2]['ensemble_weight'] in linear_member.WEIGHTS
+  assert not any('params' in r for r in rows)
 
 
 def test_the_search_sets_lightfm_beside_the_candidates(tmp_path, monkeypatch):
@@ -228,8 +239,15 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   data.validation_fraction = 0.1
   cfg, _, config = panel.ours_settings(panel.DEFAULT_CONFIG, data, load_splits(data)[0])
   padded = batching.pad_images(load_splits(config.data)[2])
+  config.model.ensemble = 'none'
   assert 0 < panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05) < 5.0
   assert panel.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
+  # With the One-vs-Rest member its training seconds (a fake clock's 7) come first.
+  config.model.ensemble = 'one_vs_rest'
+  ticks = iter([100.0, 107.0])
+  got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05,
+                         clock=lambda: next(ticks))
+  assert 7.0 < got < 12.0
 
 
 @pytest.mark.slow  # the profile benchmark end to end: a trace and the kernel's A/B compiled

@@ -79,7 +79,8 @@ class Restored:
 
   def scorer(self):
     """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD)."""
-    return self.method.scorer(self.config, self.vocab, self.state)
+    return self.method.scorer(self.config, self.vocab, self.state, self.workdir)
 
   def evaluate(self, split: str = 'test', baseline: bool = False) -> dict:
-    return self.method.evaluate(self.config, self.vocab, self.state, split, baseline)
+    return self.method.evaluate(self.config, self.vocab, self.state, split, baseline,
+                                self.workdir)

@@ -7,11 +7,15 @@ has the rounds' figures.
 """
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.benchmarks import panel, timed
+from wsabie_jax.core import evaluation
 from wsabie_jax.benchmarks.search_rounds import SEARCH  # noqa: F401 (panel_search.SEARCH[N])
 from wsabie_jax.data import batching, load_splits
+from wsabie_jax.wsabie import linear_member
 
 SELECTIONS = 10  # validations a candidate's run is kept at the best of (`choose`)
 
@@ -47,13 +51,15 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
       seen = []
       params, epochs = timed.train_ours(
           train, cfg, batch_size, budget, positives_per_row=config.train.positives_per_row,
-          on_pause=lambda p, *_: seen.append(panel.scored(p, padded)),
+          on_pause=lambda p, *_: seen.append({**panel.scored(p, padded), 'params': _kept(p)}),
           pause_every_seconds=budget / SELECTIONS)
-      seen.append(panel.scored(params, padded))
+      seen.append({**panel.scored(params, padded), 'params': params})
       pairs, seconds = np.asarray(epochs, np.float64).sum(0)
+      kept = max(seen, key=lambda m: m['map'])
+      kept = (_with_member(kept, train, padded, config) if cand.get('member')
+              else {k: v for k, v in kept.items() if k != 'params'})
       rows.append({'set': name, 'candidate': i, 'batch_size': batch_size,
-                   'num_draws': cfg.loss.num_draws, 'pairs_per_sec': pairs / seconds,
-                   **max(seen, key=lambda m: m['map'])})
+                   'num_draws': cfg.loss.num_draws, 'pairs_per_sec': pairs / seconds, **kept})
       print(f'{name:<10} #{i} {cand}  B={batch_size} K={cfg.loss.num_draws}: valid p@1 '
             f'{rows[-1]["p@1"]:.4f} MAP {rows[-1]["map"]:.4f} {rows[-1]["pairs_per_sec"]:,.0f} '
             'pairs/s', flush=True)
@@ -70,6 +76,28 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
     theirs = {r['set']: r['p@1'] for r in peers if r['candidate'] == system}
     print(f'{"":<10} ' + '  '.join(f'{theirs[s]:>9.4f}' for s in sets) + f'  {"":>6}  {system}')
   return rows + peers
+
+
+def _kept(params):
+  """A copy the next steps do not overwrite (the step donates its state)."""
+  return jax.tree.map(np.array, params)
+
+
+def _with_member(kept: dict, train, padded_valid, config) -> dict:
+  """The kept state's figures with the One-vs-Rest member beside it
+  (wsabie/linear_member.py; a candidate's 'member': True), at the weight a run
+  would choose: the best validation MAP of the grid, which this split also
+  scores (so the figure leans optimistic by the choice among len(WEIGHTS))."""
+  V, W = kept['params']
+  own = (lambda i, v: evaluation.embed(jnp.asarray(V), i, v)), jnp.asarray(W)
+  U = linear_member.train(train, config.model.ensemble_C, config.model.ensemble_epochs,
+                          config.seed)
+  by_weight = {w: evaluation.evaluate_ranking(*linear_member.combined(own, U, w), padded_valid,
+                                              ks=panel.KS) for w in linear_member.WEIGHTS}
+  print('  the member at weight ' + ', '.join(
+      f'{w:g}: p@1 {m["p@1"]:.4f} MAP {m["map"]:.4f}' for w, m in by_weight.items()), flush=True)
+  weight = max(by_weight, key=lambda w: (by_weight[w]['map'], -w))
+  return {**{k: by_weight[weight][k] for k in ('p@1', 'p@5', 'map')}, 'ensemble_weight': weight}
 
 
 def _peer_rows(name: str, data, sizes, config_path: str, budget: float) -> list[dict]:

@@ -34,11 +34,12 @@ class MethodModule(Protocol):
   def like_state(self, config: ml_collections.ConfigDict, vocab: dict) -> Any:
     """A state shaped like a workdir's checkpoints, to restore into."""
 
-  def scorer(self, config: ml_collections.ConfigDict, vocab: dict, state) -> tuple:
-    """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD): what annotation ranks with."""
+  def scorer(self, config: ml_collections.ConfigDict, vocab: dict, state, workdir=None) -> tuple:
+    """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD): what annotation
+    ranks with (`workdir`: the run's, for what the method saved beside its checkpoints)."""
 
   def evaluate(self, config: ml_collections.ConfigDict, vocab: dict, state, split: str,
-               baseline: bool) -> dict:
+               baseline: bool, workdir=None) -> dict:
     """A restored model's metrics on a split of its data."""
 
 

@@ -55,10 +55,13 @@ def evaluate_split(config, train: SparseDataset, split: SparseDataset, scorer,
   return result
 
 
-def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> Method:
+def ranking_method(config, splits, scorer, on_validation, finish, tested=None, **fields) -> Method:
   """validate/test for methods that rank labels for images (WSABIE, skip-gram):
   exact metrics over all labels (seen labels only under a zero-shot hold-out),
-  the frequency baseline, then the method's own test extras (`finish`)."""
+  the frequency baseline, then the method's own test extras (`finish`).
+  `tested(state, best, workdir) -> (scorer, extras)`: the model tested, made
+  from the tested state and the best on validation (default: the state's own
+  scorer)."""
   train, valid, test = splits
   ev = eval_kwargs(config, train)
   padded_valid = batching.pad_images(valid)
@@ -76,8 +79,11 @@ def ranking_method(config, splits, scorer, on_validation, finish, **fields) -> M
                                           limit=config.train.eval_subset, **ev),
             **on_validation(state), **baseline}
 
-  def test_fn(state, workdir) -> dict:
-    result = evaluate_split(config, train, test, scorer(state))
+  def test_fn(state, workdir, best=None) -> dict:
+    chosen, extras = (tested(state, state if best is None else best, workdir) if tested
+                      else (scorer(state), {}))
+    result = evaluate_split(config, train, test, chosen)
+    result.update(extras)
     result.update(finish(state, test, ev, workdir))
     result['skipped_empty'] = train.skipped_empty + test.skipped_empty
     return result

@@ -127,7 +127,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
     return parts_eval.evaluate(*_tables(cfg, state), valid_quads, cfg.model.alpha,
                                scorings=('iw', 'i'))
 
-  def test(state, workdir) -> dict:
+  def test(state, workdir, best=None) -> dict:
     out = _test_metrics(config, cfg, data, state, test_quads)
     queries = [n for n in _proxy_settings(config).nearest_queries if n in train.label_names]
     if queries and jax.process_index() == 0:
@@ -167,7 +167,7 @@ def like_state(config: ml_collections.ConfigDict, vocab: dict) -> parts.PartsSta
   return parts.init_state(jax.random.PRNGKey(config.seed), cfg, vocab['num_features'])
 
 
-def scorer(config: ml_collections.ConfigDict, vocab: dict, state):
+def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):
   """(embed_fn, labels_KxD) for annotation: f_I(I, L) = V Φ(I) · T_L over every
   synset (T = W for Shared models, U for Unshared)."""
   cfg = parts_config(config, len(vocab['label_names']))
@@ -176,7 +176,7 @@ def scorer(config: ml_collections.ConfigDict, vocab: dict, state):
 
 
 def evaluate(config: ml_collections.ConfigDict, vocab: dict, state, split: str,
-             baseline: bool) -> dict:
+             baseline: bool, workdir=None) -> dict:
   """The three tasks of §6.2 on the split's fixed quadruplets (launch/evaluate.py);
   there is no frequency baseline for them (`baseline` is ignored)."""
   data = proxy_data(config)

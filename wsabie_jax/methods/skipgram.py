@@ -136,13 +136,13 @@ def like_state(config: ml_collections.ConfigDict, vocab: dict):
                                           np.float32))
 
 
-def scorer(config: ml_collections.ConfigDict, vocab: dict, state):
+def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):
   """(embed_fn, labels_YxD) of a restored state: the tower and the seen tags' vectors."""
   return _scorer(skipgram_config(config, vocab['num_features'], _seen(vocab)), state, _seen(vocab))
 
 
 def evaluate(config: ml_collections.ConfigDict, vocab: dict, state, split: str,
-             baseline: bool) -> dict:
+             baseline: bool, workdir=None) -> dict:
   """Ranking metrics of a restored state on a split of its data (launch/evaluate.py)."""
   train, valid, test = common.load_splits(config)
   return common.evaluate_split(config, train, test if split == 'test' else valid,

@@ -8,17 +8,20 @@ training/settings.py).
 from __future__ import annotations
 
 import logging
+import time
 
 import jax
 import ml_collections
+import numpy as np
 
 from wsabie_jax import data as data_lib
 from wsabie_jax.training import settings as run_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
-from wsabie_jax.training import parallel
+from wsabie_jax.data import batching
+from wsabie_jax.training import hosts, parallel
 from wsabie_jax.training.method import Method
-from wsabie_jax.wsabie import fitting, step as step_lib
+from wsabie_jax.wsabie import fitting, linear_member, step as step_lib
 
 log = logging.getLogger('wsabie_jax')
 
@@ -62,9 +65,11 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
         state.params, probe, cfg.loss.margin, cfg.model.score).items()}
 
   seen = common.num_seen(train)
+  prepare, tested = (_with_member(config, cfg, splits, seen)
+                     if cfg.model.ensemble == 'one_vs_rest' else (None, None))
   return common.ranking_method(
       config, splits, lambda state: _scorer(state, seen), on_validation,
-      lambda state, test, kw, workdir: {},
+      lambda state, test, kw, workdir: {}, tested=tested, prepare=prepare,
       init_state=lambda: init_state(config, train.num_features, train.num_labels),
       stream=stream, mesh=mesh, vocabulary=common.vocabulary(train),
       pure_step=lambda state, batch: step_lib.train_step(cfg, state, batch),
@@ -87,17 +92,69 @@ def _scorer(state, num_labels: int):
   return (lambda i, v: evaluation.embed(V, i, v)), state.params.W_YxD[:num_labels]
 
 
-def scorer(config: ml_collections.ConfigDict, vocab: dict, state):
-  """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD) of a restored state."""
-  return _scorer(state, vocab.get('num_seen_labels') or len(vocab['label_names']))
+def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
+  """(prepare, tested) of the One-vs-Rest member beside WSABIE (model.ensemble,
+  wsabie/linear_member.py): trained once on the training split before the
+  steps (its seconds count in train.max_seconds); at test its weight chosen
+  with the best state on the validation split, and, where the run's model is
+  the refit on the whole training file (train.refit), trained again on that
+  too; saved in the workdir. WSABIE alone's test figures are kept as wsabie_*."""
+  train, valid, test = splits
+  trained = {}
+
+  def member(data) -> tuple[np.ndarray, float]:
+    start = time.perf_counter()
+    U = linear_member.train(data, cfg.model.ensemble_C, cfg.model.ensemble_epochs, config.seed)
+    seconds = time.perf_counter() - start
+    log.info('model.ensemble: One-vs-Rest (C %g, %d epochs) trained on %d images in %.1f s',
+             cfg.model.ensemble_C, cfg.model.ensemble_epochs, data.num_images, seconds)
+    return U, seconds
+
+  def prepare() -> float:
+    if not trained:
+      trained['U_dxY'], trained['seconds'] = member(train)
+    return trained['seconds']
+
+  def tested(state, best, workdir):
+    alone = _scorer(state, seen)
+    if valid.num_images == 0:
+      log.info('model.ensemble: no validation split to weigh the One-vs-Rest member on; '
+               'WSABIE alone is tested')
+      return alone, {}
+    seconds = prepare()
+    weight, _ = linear_member.choose(_scorer(best, seen), trained['U_dxY'],
+                                     batching.pad_images(valid), config.train.select_metric,
+                                     common.eval_kwargs(config, train))
+    U = trained['U_dxY']
+    if weight and state is not best:  # (the refit: trained on the validation split too)
+      whole = ml_collections.ConfigDict(config.to_dict())
+      whole.data.validation_fraction = 0.0
+      U, more = member(common.load_splits(whole)[0])
+      seconds += more
+    if hosts.is_writer():
+      linear_member.save(workdir, U, weight)
+    by_itself = common.evaluate_split(config, train, test, alone, baseline=False)
+    return linear_member.combined(alone, U, weight), {
+        'ensemble_weight': weight, 'ensemble_seconds': seconds,
+        **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
+
+  return prepare, tested
+
+
+def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):
+  """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD) of a
+  restored state, with the workdir's One-vs-Rest member where it has one."""
+  own = _scorer(state, vocab.get('num_seen_labels') or len(vocab['label_names']))
+  member = linear_member.load(workdir) if workdir is not None else None
+  return own if member is None else linear_member.combined(own, member['U_dxY'], member['weight'])
 
 
 def evaluate(config: ml_collections.ConfigDict, vocab: dict, state, split: str,
-             baseline: bool) -> dict:
+             baseline: bool, workdir=None) -> dict:
   """Ranking metrics of a restored state on a split of its data (launch/evaluate.py)."""
   train, valid, test = common.load_splits(config)
   return common.evaluate_split(config, train, test if split == 'test' else valid,
-                               scorer(config, vocab, state), baseline)
+                               scorer(config, vocab, state, workdir), baseline)
 
 
 # Paper 003 Tables 2 and 4: one negative sampler and loss per row.

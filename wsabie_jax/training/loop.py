@@ -97,6 +97,7 @@ def _run(config, workdir: pathlib.Path, method: Method, build, run_identity: dic
     if restored is not None:
       resume.go_on_or_say(config.train, int(state.step), recorder.record,
                           _total_steps(config.train, method.stream))
+    _prepare(method, recorder.record, charged=restored is None)
     recorder.record.identity = run_identity  # in every checkpoint: what it was trained on
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
     with objects_frozen():
@@ -106,8 +107,7 @@ def _run(config, workdir: pathlib.Path, method: Method, build, run_identity: dic
                int(state.step), checksum(state))
     if refit.wanted(config, recorder.record, ckpts):
       refit.run(config, method, build, recorder.record, ckpts, int(state.step))
-    model = ckpts.restore_model(state)
-    result = method.test(model[0] if model is not None else state, workdir)
+    result = _test(method, ckpts, state, workdir)
   finally:
     if summaries is not None:
       summaries.close()
@@ -136,6 +136,24 @@ def _start(config, workdir: pathlib.Path, method: Method) -> str:
              method.mesh.devices.size, len(parallel.local_devices(method.mesh)),
              jax.process_count())
   return metric
+
+
+def _prepare(method: Method, record: RunRecord, charged: bool) -> None:
+  """The method's work before the steps (Method.prepare), its seconds charged
+  to train.max_seconds once: a resumed run's record holds them already."""
+  if method.prepare is not None:
+    seconds = method.prepare()
+    record.train_seconds += seconds if charged else 0.0
+
+
+def _test(method: Method, ckpts, state, workdir) -> dict:
+  """The run's model tested: the refit where the run made one, else the best
+  on validation (the last state where neither was saved), with that best
+  beside it for the choices made on validation."""
+  best = ckpts.restore_best(state)
+  model = ckpts.restore_model(state) if ckpts.has_refit else best
+  best = best[0] if best is not None else state
+  return method.test(model[0] if model is not None else state, workdir, best)
 
 
 def _with_run_figures(result: dict, config, method: Method, r: RunRecord, state) -> dict:

@@ -50,7 +50,9 @@ class Method(NamedTuple):
   pure_step: Callable
   mesh: Any                              # the devices it trains on (jax.sharding.Mesh)
   validate: Callable[[Any], dict | None]  # state -> validation metrics (None: no valid split)
-  test: Callable[[Any, Any], dict]       # (best state, workdir) -> test metrics
+  # (tested state, workdir, best on validation) -> test metrics; the tested state is
+  # the refit (train.refit) or the best, which choices made on validation read.
+  test: Callable[[Any, Any, Any], dict]
   select_metrics: frozenset              # what config.train.select_metric may name
   vocabulary: dict                       # the workdir's vocabulary.json
   description: str                       # the data, for the log
@@ -60,3 +62,6 @@ class Method(NamedTuple):
   # A per-device step with its own collectives over parallel.AXIS, run under
   # shard_map when the mesh has several devices (None: pure_step, partitioned).
   local_step: Callable | None = None
+  # Work before the steps, its seconds charged to train.max_seconds: a fresh run
+  # calls it once at the start, a resumed one again uncharged (None: nothing).
+  prepare: Callable[[], float] | None = None

@@ -14,6 +14,7 @@ PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 TABLES = ('by_size', 'rows', 'whole', 'labels', 'features')
 DRAWS = ('per_row', 'per_batch')
+ENSEMBLES = ('none', 'one_vs_rest')
 
 
 def draws_can_be_shared(kind: str, sampler: str, score: str, l2: float) -> bool:
@@ -38,11 +39,22 @@ class ModelConfig:
   # 'by_size' reads a table whole where that is faster (small tables), decided
   # for each compiled step from its shapes (table_reads.choose).
   tables: str = 'by_size'
+  # Paper 000 Table 7's ensemble (wsabie/linear_member.py): 'one_vs_rest' trains the
+  # paper's One-vs-Rest model (PA-I, C = ensemble_C, ensemble_epochs epochs) after
+  # WSABIE and adds its standardised scores at the weight the validation split
+  # picks (0 included); 'auto': where its d×Y table is small (linear_member.fits).
+  ensemble: str = 'none'
+  ensemble_C: float = 0.1
+  ensemble_epochs: int = 10
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,
-                         'tables': TABLES})
-    check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0')  # init_std 0: 1/√d
+                         'tables': TABLES, 'ensemble': ENSEMBLES + (AUTO,)})
+    check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
+                 ensemble_C='>0', ensemble_epochs='>=1')
+    if self.ensemble == 'one_vs_rest' and self.score != 'dot':
+      raise ValueError("model ensemble='one_vs_rest' standardises dot-product scores: it needs "
+                       "score='dot'")
 
 
 @dataclasses.dataclass(frozen=True)

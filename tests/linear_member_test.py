@@ -1,0 +1,141 @@
+"""model.ensemble='one_vs_rest' (wsabie/linear_member.py): paper 000 Table 7's
+ensemble of WSABIE with the paper's One-vs-Rest model, its weight chosen on
+validation, saved with the run and read back by evaluate."""
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests.train_test import _tiny_config
+from wsabie_jax.api import run
+from wsabie_jax.core import evaluation
+from wsabie_jax.data import batching, dataset
+from wsabie_jax.methods import common
+from wsabie_jax.wsabie import fitting, linear_member
+
+
+def _scorer(V, W):
+  return (lambda i, v: evaluation.embed(jnp.asarray(V), i, v)), jnp.asarray(W)
+
+
+def _padded(rng, n, d, labels_of):
+  rows = [rng.choice(d, size=3, replace=False) for _ in range(n)]
+  ds = dataset.from_lists([(r, np.array([1.0, 0.3, 0.3], np.float32)) for r in rows],
+                          [labels_of(r) for r in rows], d, [f'l{i}' for i in range(6)])
+  return batching.pad_images(ds)
+
+
+def test_the_ensembles_scores_are_each_members_standardised_and_summed():
+  """Ranked through (embed, identity labels) by dot scores: z(x V Wᵀ) + λ z(x U)
+  per image, z standardising over the labels (numpy reference)."""
+  rng = np.random.default_rng(0)
+  d, D, Y = 20, 4, 6
+  V, W, U = rng.normal(size=(d, D)), rng.normal(size=(Y, D)), rng.normal(size=(d, Y))
+  idx, val = rng.integers(0, d, (5, 3)), rng.random((5, 3)).astype(np.float32)
+  x = np.zeros((5, d))
+  np.add.at(x, (np.arange(5)[:, None], idx), val)
+  z = lambda s: (s - s.mean(1, keepdims=True)) / (s.std(1, keepdims=True) + 1e-6)
+  embed, labels = linear_member.combined(_scorer(V, W), U.astype(np.float32), 0.5)
+  got = np.asarray(embed(jnp.asarray(idx), jnp.asarray(val)) @ labels.T)
+  np.testing.assert_allclose(got, z(x @ V @ W.T) + 0.5 * z(x @ U), rtol=1e-4, atol=1e-4)
+  own = _scorer(V, W)
+  assert linear_member.combined(own, U, 0.0) is own  # λ = 0: WSABIE alone, unchanged
+
+
+def test_the_weight_is_the_validation_splits_choice():
+  """Labels a linear rule of the features: the One-vs-Rest weights that encode
+  it win the largest λ; a member of noise beside a WSABIE that encodes it gets λ 0."""
+  rng = np.random.default_rng(1)
+  d, Y = 12, 6
+  labels_of = lambda r: np.array([r[0] % Y])  # the label of its first (largest) feature
+  padded = _padded(rng, 200, d, labels_of)
+  truth_dxY = np.zeros((d, Y), np.float32)
+  truth_dxY[np.arange(d), np.arange(d) % Y] = 1.0
+  noise = _scorer(rng.normal(size=(d, 3)), rng.normal(size=(Y, 3)))
+  weight, got = linear_member.choose(noise, truth_dxY, padded, 'map', {'ks': (1,)})
+  assert weight > 0 and got[weight] > got[0.0] + 0.1
+  # WSABIE holding the truth (D = Y, W the identity) against a member of noise
+  exact = _scorer(truth_dxY, np.eye(Y))
+  weight, got = linear_member.choose(exact, rng.normal(size=(d, Y)).astype(np.float32), padded,
+                                     'map', {'ks': (1,)})
+  assert weight == 0.0 and got[0.0] == max(got.values())
+
+
+def test_the_member_file_round_trips_and_a_damaged_one_is_named(tmp_path):
+  assert linear_member.load(tmp_path) is None
+  U = np.arange(12, dtype=np.float32).reshape(4, 3)
+  linear_member.save(tmp_path, U, 0.5)
+  got = linear_member.load(tmp_path)
+  np.testing.assert_array_equal(got['U_dxY'], U)
+  assert got['weight'] == 0.5 and not list(tmp_path.glob('*.part*'))
+  path = tmp_path / linear_member.FILE
+  raw = bytearray(path.read_bytes())
+  raw[len(raw) // 3] ^= 0xFF
+  path.write_bytes(bytes(raw))
+  with pytest.raises(ValueError, match=str(path)):
+    linear_member.load(tmp_path)
+
+
+@pytest.mark.parametrize('d, Y, score, seen, want', [
+    (11_975, 433, 'dot', None, 'one_vs_rest'),           # debtags
+    (1_000_000, 433, 'dot', None, 'none'),               # the table past 2^26 floats
+    (100, 5_000, 'dot', None, 'none'),                   # labels past MAX_LABELS
+    (500, 100, 'neg_euclidean', None, 'none'),           # scores it does not standardise
+    (500, 100, 'dot', 80, 'none'),                       # a zero-shot hold-out
+])
+def test_auto_adds_the_member_where_its_table_is_small(d, Y, score, seen, want):
+  from types import SimpleNamespace
+  config = _tiny_config()
+  config.model.score = score
+  with config.model.ignore_type():
+    config.model.ensemble = 'auto'
+  train = SimpleNamespace(num_labels=Y, num_features=d, num_seen_labels=seen,
+                          label_indptr=np.arange(0, 2 * 50 + 1, 2))
+  assert fitting.fitted(config, train)['model.ensemble'] == want
+
+
+def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
+  """The member trained before the steps (its seconds in the budget's), its λ
+  chosen on validation, WSABIE alone's figures beside; evaluate reads the
+  saved member (here rewritten at λ = 1) and scores what the ensemble scores."""
+  config = _tiny_config(num_epochs=3, eval_every_steps=20)
+  config.model.ensemble = 'one_vs_rest'
+  got = run.train_and_evaluate(config, tmp_path)
+  assert got['ensemble_weight'] in linear_member.WEIGHTS
+  assert 0 < got['ensemble_seconds'] <= got['train_seconds']
+  assert {'wsabie_p@1', 'wsabie_map'} <= set(got)
+  if got['ensemble_weight'] == 0:
+    assert got['p@1'] == got['wsabie_p@1']
+  metrics = json.loads((tmp_path / 'metrics.json').read_text())
+  assert metrics['ensemble_weight'] == got['ensemble_weight']
+  restored = run.Restored(tmp_path)
+  assert restored.evaluate()['map'] == pytest.approx(got['map'], abs=1e-6)
+  member = linear_member.load(tmp_path)
+  linear_member.save(tmp_path, member['U_dxY'], 1.0)
+  restored = run.Restored(tmp_path)
+  train, _, test = common.load_splits(restored.config)
+  own = restored.method.scorer(restored.config, restored.vocab, restored.state)
+  want = common.evaluate_split(restored.config, train, test,
+                               linear_member.combined(own, member['U_dxY'], 1.0), baseline=False)
+  assert restored.evaluate()['map'] == pytest.approx(want['map'], abs=1e-6)
+  assert want['map'] != pytest.approx(got['wsabie_map'], abs=1e-6)  # (the member moved it)
+
+
+def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path, monkeypatch):
+  """The run's model is the refit (train.refit) on all 600 training images: the
+  member saved beside it is trained on them too, at the weight chosen with the
+  best state (here forced to 1) on the 60 held out."""
+  monkeypatch.setattr(linear_member, 'choose', lambda *a, **k: (1.0, {}))
+  config = _tiny_config(num_epochs=50, eval_every_steps=5, patience=2, refit=True)
+  config.optim.kind, config.optim.learning_rate = 'sgd', 30.0  # (wrecked after a few validations)
+  config.model.ensemble = 'one_vs_rest'
+  got = run.train_and_evaluate(config, tmp_path)
+  assert got['refit_steps'] > 0 and got['ensemble_weight'] == 1.0
+  whole = config.copy_and_resolve_references()
+  whole.data.validation_fraction = 0.0
+  train = common.load_splits(whole)[0]
+  assert train.num_images == 600
+  want = linear_member.train(train, config.model.ensemble_C, config.model.ensemble_epochs,
+                             config.seed)
+  np.testing.assert_array_equal(linear_member.load(tmp_path)['U_dxY'], want)
