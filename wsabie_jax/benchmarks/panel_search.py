@@ -92,11 +92,9 @@ def _with_member(kept: dict, train, padded_valid, config) -> dict:
   own = (lambda i, v: evaluation.embed(jnp.asarray(V), i, v)), jnp.asarray(W)
   U = linear_member.train(train, config.model.ensemble_C, config.model.ensemble_epochs,
                           config.seed)
-  by_weight = {w: evaluation.evaluate_ranking(*linear_member.combined(own, U, w), padded_valid,
-                                              ks=panel.KS) for w in linear_member.WEIGHTS}
+  weight, by_weight = linear_member.choose(own, U, padded_valid, 'map', {'ks': panel.KS})
   print('  the member at weight ' + ', '.join(
       f'{w:g}: p@1 {m["p@1"]:.4f} MAP {m["map"]:.4f}' for w, m in by_weight.items()), flush=True)
-  weight = max(by_weight, key=lambda w: (by_weight[w]['map'], -w))
   return {**{k: by_weight[weight][k] for k in ('p@1', 'p@5', 'map')}, 'ensemble_weight': weight}
 
 

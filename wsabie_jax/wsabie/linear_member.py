@@ -66,13 +66,13 @@ def combined(wsabie_scorer, U_dxY, weight: float):
 
 
 def choose(wsabie_scorer, U_dxY, padded_valid, metric: str, eval_kw: dict) -> tuple[float, dict]:
-  """(λ, {λ: validation metric}): the weight of WEIGHTS whose ensemble scores
-  best on the validation split (the first of equals: the smaller λ)."""
+  """(λ, {λ: validation metrics}): the weight of WEIGHTS whose ensemble scores
+  best on `metric` on the validation split (the first of equals: the smaller λ)."""
   got = {w: evaluation.evaluate_ranking(*combined(wsabie_scorer, U_dxY, w), padded_valid,
-                                        **eval_kw)[metric] for w in WEIGHTS}
-  weight = max(got, key=lambda w: (got[w], -w))
+                                        **eval_kw) for w in WEIGHTS}
+  weight = max(got, key=lambda w: (got[w][metric], -w))
   log.info('model.ensemble: valid %s by the One-vs-Rest member\'s weight λ: %s; λ = %g', metric,
-           ', '.join(f'{w:g} {m:.4f}' for w, m in got.items()), weight)
+           ', '.join(f'{w:g} {m[metric]:.4f}' for w, m in got.items()), weight)
   return weight, got
 
 
