@@ -27,11 +27,13 @@ trained on the whole training file, the validation split included, along
 the best state's path, and is the one tested (train.refit: docs/TUNING.md
 "Refit on the whole training file"); else the best checkpoint is.
 
-Beside WSABIE it trains paper 000's One-vs-Rest model (model.ensemble 'auto':
-where its features × labels table is small; a few seconds, counted in the
-budget) and tests the sum of the two models' standardised scores, the
-member's weight chosen on the validation split, 0 included (Table 7's
-ensemble; wsabie/linear_member.py).
+Beside WSABIE it trains full-rank linear members (model.ensemble 'auto':
+paper 000's One-vs-Rest where its features × labels table is small, and
+One-vs-Rest logistic regression where its passes over the data are cheap
+too; seconds, counted in the budget) and tests the sum of WSABIE's and one
+member's standardised scores, the member and its weight chosen on the
+validation split, WSABIE alone included (Table 7's ensemble;
+wsabie/linear_member.py).
 
 The constants and the rest (D, C, learning rate, bias feature, the
 features' damping) were chosen
@@ -55,8 +57,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   a = parse_arg(arg, flags=('libsvm', 'small'), rest='data_dir', where='wsabie_mulan.py')
   c = wsabie.base_config(_data(a['data_dir'], a['libsvm']))
   c.model.update(dim=128, max_norm=100.0)  # a loose bound: docs/TUNING.md "The max-norm bound C"
-  # Paper 000 Table 7's ensemble with its One-vs-Rest model where that table is
-  # small, weighed on the validation split (docs/RESULTS.md "The One-vs-Rest member").
+  # Paper 000 Table 7's ensemble with linear members where they are cheap,
+  # weighed on the validation split (docs/RESULTS.md "The One-vs-Rest member").
   c.model.ensemble = 'auto'
   # Fitted to the training set when the run starts (wsabie/fitting.py):
   c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', 'violators', 'rank_estimate')

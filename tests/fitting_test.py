@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from wsabie_jax.api import configs
-from wsabie_jax.wsabie import fitting
+from wsabie_jax.wsabie import fitting, linear_member
 
 
 def _split(num_labels: int, positives: dict) -> types.SimpleNamespace:
@@ -68,5 +68,10 @@ def test_fitted_values_are_the_hand_worked_ones(shape):
   assert {k: values[k] for k in expected} == expected
   estimate = 'first_violator' if want['violators'] == 'first' else 'violator_count'
   assert values['loss.rank_estimate'] == estimate
-  # The One-vs-Rest member beside WSABIE: 1,000 features × Y ≤ 2^26 floats, Y ≤ 4,096.
-  assert values['model.ensemble'] == ('one_vs_rest' if num_labels <= 4096 else 'none')
+  # The members beside WSABIE: One-vs-Rest where 1,000 features × Y ≤ 2^26
+  # floats, Y ≤ 4,096; the logistic too where it is cheap (linear_member_test
+  # pins that rule on the panel's shapes).
+  split = _split(num_labels, positives)
+  assert values['model.ensemble'].startswith('one_vs_rest' if num_labels <= 4096 else 'none')
+  assert values['model.ensemble'] == linear_member.auto(len(split.label_indptr) - 1, 1000,
+                                                        num_labels, 'dot')

@@ -1,6 +1,7 @@
-"""model.ensemble='one_vs_rest' (wsabie/linear_member.py): paper 000 Table 7's
-ensemble of WSABIE with the paper's One-vs-Rest model, its weight chosen on
-validation, saved with the run and read back by evaluate."""
+"""model.ensemble (wsabie/linear_member.py): paper 000 Table 7's ensemble of
+WSABIE with a full-rank linear member (the paper's One-vs-Rest, or logistic
+regression), the member and its weight chosen on validation, saved with the
+run and read back by evaluate."""
 import json
 
 import jax.numpy as jnp
@@ -53,45 +54,62 @@ def test_the_weight_is_the_validation_splits_choice():
   truth_dxY = np.zeros((d, Y), np.float32)
   truth_dxY[np.arange(d), np.arange(d) % Y] = 1.0
   noise = _scorer(rng.normal(size=(d, 3)), rng.normal(size=(Y, 3)))
-  weight, got = linear_member.choose(noise, truth_dxY, padded, 'map', {'ks': (1,)})
-  assert weight > 0 and got[weight]['map'] > got[0.0]['map'] + 0.1
+  kind, weight, got = linear_member.choose(noise, {'one_vs_rest': truth_dxY}, padded, 'map',
+                                           {'ks': (1,)})
+  assert kind == 'one_vs_rest' and weight > 0
+  assert got[kind, weight]['map'] > got[None, 0.0]['map'] + 0.1
   # WSABIE holding the truth (D = Y, W the identity) against a member of noise
   exact = _scorer(truth_dxY, np.eye(Y))
-  weight, got = linear_member.choose(exact, rng.normal(size=(d, Y)).astype(np.float32), padded,
-                                     'map', {'ks': (1,)})
-  assert weight == 0.0 and got[0.0]['map'] == max(m['map'] for m in got.values())
+  kind, weight, got = linear_member.choose(
+      exact, {'one_vs_rest': rng.normal(size=(d, Y)).astype(np.float32)}, padded, 'map',
+      {'ks': (1,)})
+  assert (kind, weight) == (None, 0.0)
+  assert got[None, 0.0]['map'] == max(m['map'] for m in got.values())
+  # Two members: the one that encodes the rule is chosen, whichever comes first
+  for order in (('noise', 'truth'), ('truth', 'noise')):
+    members = {'noise': rng.normal(size=(d, Y)).astype(np.float32), 'truth': truth_dxY}
+    kind, weight, _ = linear_member.choose(noise, {k: members[k] for k in order}, padded, 'map',
+                                           {'ks': (1,)})
+    assert kind == 'truth' and weight > 0
 
 
 def test_the_member_file_round_trips_and_a_damaged_one_is_named(tmp_path):
   assert linear_member.load(tmp_path) is None
   U = np.arange(12, dtype=np.float32).reshape(4, 3)
-  linear_member.save(tmp_path, U, 0.5)
+  linear_member.save(tmp_path, U, 0.5, 'logistic')
   got = linear_member.load(tmp_path)
   np.testing.assert_array_equal(got['U_dxY'], U)
-  assert got['weight'] == 0.5 and not list(tmp_path.glob('*.part*'))
+  assert got['weight'] == 0.5 and got['kind'] == 'logistic'
+  assert not list(tmp_path.glob('*.part*'))
   path = tmp_path / linear_member.FILE
-  raw = bytearray(path.read_bytes())
-  raw[len(raw) // 3] ^= 0xFF
+  whole = path.read_bytes()
+  raw = bytearray(whole)
+  raw[whole.find(U.tobytes()) + 5] ^= 0xFF  # a bit of U's weights flipped on disk
   path.write_bytes(bytes(raw))
+  with pytest.raises(ValueError, match=str(path)):
+    linear_member.load(tmp_path)
+  path.write_bytes(whole[:len(whole) // 2])  # cut short
   with pytest.raises(ValueError, match=str(path)):
     linear_member.load(tmp_path)
 
 
-@pytest.mark.parametrize('d, Y, score, seen, want', [
-    (11_975, 433, 'dot', None, 'one_vs_rest'),           # debtags
-    (1_000_000, 433, 'dot', None, 'none'),               # the table past 2^26 floats
-    (100, 5_000, 'dot', None, 'none'),                   # labels past MAX_LABELS
-    (500, 100, 'neg_euclidean', None, 'none'),           # scores it does not standardise
-    (500, 100, 'dot', 80, 'none'),                       # a zero-shot hold-out
+@pytest.mark.parametrize('n, d, Y, score, seen, want', [
+    (19_149, 11_975, 433, 'dot', None, 'one_vs_rest'),   # debtags: X too large to read dense
+    (10_328, 501, 983, 'dot', None, 'one_vs_rest'),      # Delicious: n·d·Y 5·10⁹
+    (3_600, 500, 374, 'dot', None, 'one_vs_rest+logistic'),  # Corel5k
+    (50, 1_000_000, 433, 'dot', None, 'none'),           # the table past 2^26 floats
+    (50, 100, 5_000, 'dot', None, 'none'),               # labels past MAX_LABELS
+    (50, 500, 100, 'neg_euclidean', None, 'none'),       # scores it does not standardise
+    (50, 500, 100, 'dot', 80, 'none'),                   # a zero-shot hold-out
 ])
-def test_auto_adds_the_member_where_its_table_is_small(d, Y, score, seen, want):
+def test_auto_adds_the_members_where_they_are_cheap(n, d, Y, score, seen, want):
   from types import SimpleNamespace
   config = _tiny_config()
   config.model.score = score
   with config.model.ignore_type():
     config.model.ensemble = 'auto'
   train = SimpleNamespace(num_labels=Y, num_features=d, num_seen_labels=seen,
-                          label_indptr=np.arange(0, 2 * 50 + 1, 2))
+                          label_indptr=np.arange(0, 2 * n + 1, 2))
   assert fitting.fitted(config, train)['model.ensemble'] == want
 
 
@@ -100,9 +118,10 @@ def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   chosen on validation, WSABIE alone's figures beside; evaluate reads the
   saved member (here rewritten at λ = 1) and scores what the ensemble scores."""
   config = _tiny_config(num_epochs=3, eval_every_steps=20)
-  config.model.ensemble = 'one_vs_rest'
+  config.model.ensemble = 'one_vs_rest+logistic'
   got = run.train_and_evaluate(config, tmp_path)
   assert got['ensemble_weight'] in linear_member.WEIGHTS
+  assert got['ensemble_member'] in ('none', 'one_vs_rest', 'logistic')
   assert 0 < got['ensemble_seconds'] <= got['train_seconds']
   assert {'wsabie_p@1', 'wsabie_map'} <= set(got)
   if got['ensemble_weight'] == 0:
@@ -112,7 +131,8 @@ def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   restored = run.Restored(tmp_path)
   assert restored.evaluate()['map'] == pytest.approx(got['map'], abs=1e-6)
   member = linear_member.load(tmp_path)
-  linear_member.save(tmp_path, member['U_dxY'], 1.0)
+  assert member['kind'] == got['ensemble_member']
+  linear_member.save(tmp_path, member['U_dxY'], 1.0, member['kind'])
   restored = run.Restored(tmp_path)
   train, _, test = common.load_splits(restored.config)
   own = restored.method.scorer(restored.config, restored.vocab, restored.state)
@@ -126,7 +146,7 @@ def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path
   """The run's model is the refit (train.refit) on all 600 training images: the
   member saved beside it is trained on them too, at the weight chosen with the
   best state (here forced to 1) on the 60 held out."""
-  monkeypatch.setattr(linear_member, 'choose', lambda *a, **k: (1.0, {}))
+  monkeypatch.setattr(linear_member, 'choose', lambda *a, **k: ('one_vs_rest', 1.0, {}))
   config = _tiny_config(num_epochs=50, eval_every_steps=5, patience=2, refit=True)
   config.optim.kind, config.optim.learning_rate = 'sgd', 30.0  # (wrecked after a few validations)
   config.model.ensemble = 'one_vs_rest'
@@ -136,6 +156,5 @@ def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path
   whole.data.validation_fraction = 0.0
   train = common.load_splits(whole)[0]
   assert train.num_images == 600
-  want = linear_member.train(train, config.model.ensemble_C, config.model.ensemble_epochs,
-                             config.seed)
+  want = linear_member.train('one_vs_rest', train, config.model, config.seed)
   np.testing.assert_array_equal(linear_member.load(tmp_path)['U_dxY'], want)

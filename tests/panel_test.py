@@ -49,7 +49,8 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
                     'optim.learning_rate': 0.01,
                     'train.positives_per_row': 5,  # a row an image
                     'train.batch_size': 512,  # the split's 4,050 rows / 6 = 675 → 512
-                    'model.ensemble': 'one_vs_rest'}  # 500 features × 374 labels: small
+                    # 500 features × 374 labels: small; 4,050 images × those: cheap
+                    'model.ensemble': 'one_vs_rest+logistic'}
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
   rules = lambda **knobs: fitting.Rules(**knobs)
   # The rows are the split's, not scaled again by the validation fraction
@@ -181,8 +182,9 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1), ('toy', 2)]
   assert all(0.0 <= r['map'] <= 1.0 and r['pairs_per_sec'] > 0 for r in rows)
   assert rows[1]['num_draws'] == 10
-  # the One-vs-Rest member beside the kept state, at the weight a run would choose
+  # the config's members beside the kept state, at the member and weight a run would choose
   assert rows[2]['ensemble_weight'] in linear_member.WEIGHTS
+  assert rows[2]['ensemble_member'] in ('none',) + linear_member.MEMBERS
   assert not any('params' in r for r in rows)
 
 
@@ -242,8 +244,8 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   config.model.ensemble = 'none'
   assert 0 < panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05) < 5.0
   assert panel.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
-  # With the One-vs-Rest member its training seconds (a fake clock's 7) come first.
-  config.model.ensemble = 'one_vs_rest'
+  # With the members their training seconds (a fake clock's 7) come first.
+  config.model.ensemble = 'one_vs_rest+logistic'
   ticks = iter([100.0, 107.0])
   got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05,
                          clock=lambda: next(ticks))

@@ -159,7 +159,8 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
     for s in snapshots:
       rows.append({**stats, **s})
       member = ('' if s.get('ensemble_weight') is None
-                else f'  One-vs-Rest member at λ {s["ensemble_weight"]:g} (WSABIE alone: '
+                else f'  member {s.get("ensemble_member") or "one_vs_rest"} at λ '
+                f'{s["ensemble_weight"]:g} (WSABIE alone: '
                 f'p@1 {s["wsabie_p@1"]:.4f})')
       print(f'  {s["budget"]:>4.0f} s  {s["system"]:<22} p@1 {_p1(s, 4)}  p@5 {s["p@5"]:.4f}  '
             f'MAP {s["map"]:.4f}  {s["pairs_per_sec"]:>9,.0f} pairs/s  {s["epochs"]:6.1f} epochs'
@@ -181,26 +182,27 @@ def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WI
   reach test p@1 ≥ `target`, scored every `every` s up to `within`; None
   where it does not. Trained as the config's runs are (its training file
   less the validation split); the test file only scores. With the
-  One-vs-Rest member (model.ensemble), its training seconds count first,
-  and each scoring weighs it on the validation split as a run does."""
+  linear members (model.ensemble), their training seconds count first,
+  and each scoring weighs them on the validation split as a run does."""
   train, valid, _ = load_splits(config.data)
   reached = []
-  member, spent = None, 0.0
-  if config.model.ensemble == 'one_vs_rest' and valid.num_images:
+  members, spent = {}, 0.0
+  if linear_member.members(config.model.ensemble) and valid.num_images:
     start = clock()
-    member = linear_member.train(train, config.model.ensemble_C, config.model.ensemble_epochs,
-                                 config.seed)
+    members = {kind: linear_member.train(kind, train, config.model, config.seed)
+               for kind in linear_member.members(config.model.ensemble)}
     spent, padded_valid = clock() - start, batching.pad_images(valid)
 
   def score(params, pairs, seconds):
-    if member is None:
+    if not members:
       p1 = scored(params, padded_test)['p@1']
     else:
       own = (lambda i, v: evaluation.embed(params.V_dxD, i, v)), params.W_YxD
-      weight, _ = linear_member.choose(own, member, padded_valid, config.train.select_metric,
-                                       {'ks': KS, 'limit': config.train.eval_subset})
-      p1 = evaluation.evaluate_ranking(*linear_member.combined(own, member, weight), padded_test,
-                                       ks=KS)['p@1']
+      kind, weight, _ = linear_member.choose(own, members, padded_valid,
+                                             config.train.select_metric,
+                                             {'ks': KS, 'limit': config.train.eval_subset})
+      p1 = evaluation.evaluate_ranking(*linear_member.combined(own, members.get(kind), weight),
+                                       padded_test, ks=KS)['p@1']
     if p1 >= target:
       reached.append(seconds + spent)
     return bool(reached)  # (reached: training ends)
@@ -277,6 +279,7 @@ def _median_run(got: list[dict], seeds: int = 1) -> dict:
           'p@1_runs': [g['p@1'] for g in got], 'epochs': first['epochs'],
           'stopped': first['stopped'], 'refit_steps': first.get('refit_steps', 0),
           'ensemble_weight': first.get('ensemble_weight'),
+          'ensemble_member': first.get('ensemble_member'),
           'wsabie_p@1': (float(np.mean([g['wsabie_p@1'] for g in got[:seeds]]))
                          if 'wsabie_p@1' in first else None),
           **_mean_over_seeds(got[:seeds])}

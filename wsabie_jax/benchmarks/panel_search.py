@@ -56,7 +56,9 @@ def choose(specs, candidates: list[dict], budget: float = 20.0,
       seen.append({**panel.scored(params, padded), 'params': params})
       pairs, seconds = np.asarray(epochs, np.float64).sum(0)
       kept = max(seen, key=lambda m: m['map'])
-      kept = (_with_member(kept, train, padded, config) if cand.get('member')
+      member = cand.get('member')
+      kept = (_with_member(kept, train, padded, config,
+                           config.model.ensemble if member is True else member) if member
               else {k: v for k, v in kept.items() if k != 'params'})
       rows.append({'set': name, 'candidate': i, 'batch_size': batch_size,
                    'num_draws': cfg.loss.num_draws, 'pairs_per_sec': pairs / seconds, **kept})
@@ -83,19 +85,22 @@ def _kept(params):
   return jax.tree.map(np.array, params)
 
 
-def _with_member(kept: dict, train, padded_valid, config) -> dict:
-  """The kept state's figures with the One-vs-Rest member beside it
-  (wsabie/linear_member.py; a candidate's 'member': True), at the weight a run
-  would choose: the best validation MAP of the grid, which this split also
-  scores (so the figure leans optimistic by the choice among len(WEIGHTS))."""
+def _with_member(kept: dict, train, padded_valid, config, ensemble: str) -> dict:
+  """The kept state's figures with the linear members `ensemble` names beside
+  it (wsabie/linear_member.py; a candidate's 'member': 'one_vs_rest', …;
+  True: the config's own), at the member and weight a run would choose: the
+  best validation MAP of the grid, which this split also scores (so the figure
+  leans optimistic by the choice among the grid's cells)."""
   V, W = kept['params']
   own = (lambda i, v: evaluation.embed(jnp.asarray(V), i, v)), jnp.asarray(W)
-  U = linear_member.train(train, config.model.ensemble_C, config.model.ensemble_epochs,
-                          config.seed)
-  weight, by_weight = linear_member.choose(own, U, padded_valid, 'map', {'ks': panel.KS})
-  print('  the member at weight ' + ', '.join(
-      f'{w:g}: p@1 {m["p@1"]:.4f} MAP {m["map"]:.4f}' for w, m in by_weight.items()), flush=True)
-  return {**{k: by_weight[weight][k] for k in ('p@1', 'p@5', 'map')}, 'ensemble_weight': weight}
+  members = {kind: linear_member.train(kind, train, config.model, config.seed)
+             for kind in linear_member.members(ensemble)}
+  kind, weight, got = linear_member.choose(own, members, padded_valid, 'map', {'ks': panel.KS})
+  print('  by the member and its weight: ' + ', '.join(
+      f'{k or "alone"} {w:g}: p@1 {m["p@1"]:.4f} MAP {m["map"]:.4f}' for (k, w), m in got.items()),
+      flush=True)
+  return {**{k: got[kind, weight][k] for k in ('p@1', 'p@5', 'map')}, 'ensemble_weight': weight,
+          'ensemble_member': kind or 'none'}
 
 
 def _peer_rows(name: str, data, sizes, config_path: str, budget: float) -> list[dict]:

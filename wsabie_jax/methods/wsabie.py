@@ -66,7 +66,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
 
   seen = common.num_seen(train)
   prepare, tested = (_with_member(config, cfg, splits, seen)
-                     if cfg.model.ensemble == 'one_vs_rest' else (None, None))
+                     if linear_member.members(cfg.model.ensemble) else (None, None))
   return common.ranking_method(
       config, splits, lambda state: _scorer(state, seen), on_validation,
       lambda state, test, kw, workdir: {}, tested=tested, prepare=prepare,
@@ -93,49 +93,50 @@ def _scorer(state, num_labels: int):
 
 
 def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
-  """(prepare, tested) of the One-vs-Rest member beside WSABIE (model.ensemble,
+  """(prepare, tested) of the linear members beside WSABIE (model.ensemble,
   wsabie/linear_member.py): trained once on the training split before the
-  steps (its seconds count in train.max_seconds); at test its weight chosen
-  with the best state on the validation split, and, where the run's model is
-  the refit on the whole training file (train.refit), trained again on that
-  too; saved in the workdir. WSABIE alone's test figures are kept as wsabie_*."""
+  steps (their seconds count in train.max_seconds); at test the member and its
+  weight chosen with the best state on the validation split, and, where the
+  run's model is the refit on the whole training file (train.refit), the
+  chosen member trained again on that too; saved in the workdir. WSABIE
+  alone's test figures are kept as wsabie_*."""
   train, valid, test = splits
-  trained = {}
+  trained, seconds = {}, []
 
-  def member(data) -> tuple[np.ndarray, float]:
+  def member(kind, data) -> np.ndarray:
     start = time.perf_counter()
-    U = linear_member.train(data, cfg.model.ensemble_C, cfg.model.ensemble_epochs, config.seed)
-    seconds = time.perf_counter() - start
-    log.info('model.ensemble: One-vs-Rest (C %g, %d epochs) trained on %d images in %.1f s',
-             cfg.model.ensemble_C, cfg.model.ensemble_epochs, data.num_images, seconds)
-    return U, seconds
+    U = linear_member.train(kind, data, cfg.model, config.seed)
+    seconds.append(time.perf_counter() - start)
+    log.info('model.ensemble: %s trained on %d images in %.1f s', kind, data.num_images,
+             seconds[-1])
+    return U
 
   def prepare() -> float:
     if not trained:
-      trained['U_dxY'], trained['seconds'] = member(train)
-    return trained['seconds']
+      trained.update({kind: member(kind, train) for kind in linear_member.members(
+          cfg.model.ensemble)})
+    return sum(seconds)
 
   def tested(state, best, workdir):
     alone = _scorer(state, seen)
     if valid.num_images == 0:
-      log.info('model.ensemble: no validation split to weigh the One-vs-Rest member on; '
-               'WSABIE alone is tested')
+      log.info('model.ensemble: no validation split to weigh a member on; WSABIE alone is tested')
       return alone, {}
-    seconds = prepare()
-    weight, _ = linear_member.choose(_scorer(best, seen), trained['U_dxY'],
-                                     batching.pad_images(valid), config.train.select_metric,
-                                     common.eval_kwargs(config, train))
-    U = trained['U_dxY']
+    prepare()
+    kind, weight, _ = linear_member.choose(_scorer(best, seen), trained,
+                                           batching.pad_images(valid), config.train.select_metric,
+                                           common.eval_kwargs(config, train))
+    U = trained[kind] if kind else next(iter(trained.values()))
     if weight and state is not best:  # (the refit: trained on the validation split too)
       whole = ml_collections.ConfigDict(config.to_dict())
       whole.data.validation_fraction = 0.0
-      U, more = member(common.load_splits(whole)[0])
-      seconds += more
+      U = member(kind, common.load_splits(whole)[0])
     if hosts.is_writer():
-      linear_member.save(workdir, U, weight)
+      linear_member.save(workdir, U, weight, kind or 'none')
     by_itself = common.evaluate_split(config, train, test, alone, baseline=False)
     return linear_member.combined(alone, U, weight), {
-        'ensemble_weight': weight, 'ensemble_seconds': seconds,
+        'ensemble_member': kind or 'none', 'ensemble_weight': weight,
+        'ensemble_seconds': sum(seconds),
         **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
 
   return prepare, tested

@@ -31,8 +31,9 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
   train.batch_size    B = the power of two nearest rows / steps_per_epoch, within
                       [min_batch, max_batch] (a step's fixed cost would dominate
                       smaller ones)
-  model.ensemble      'one_vs_rest' where the member's d×Y table is small
-                      (wsabie/linear_member.py `fits`), else 'none'
+  model.ensemble      'one_vs_rest' where the member's d×Y table is small, with
+                      '+logistic' where its L-BFGS passes are cheap too
+                      (wsabie/linear_member.py `auto`), else 'none'
 
 The rules' constants were chosen on validation splits of a panel of six real
 data sets, then Delicious and the stand-ins: docs/TUNING.md has each one's
@@ -133,8 +134,9 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
             'loss.rank_estimate': 'first_violator' if first else 'violator_count',
             'optim.learning_rate': rate, 'train.positives_per_row': Q, 'train.batch_size': B}
   if config.model.ensemble == AUTO:  # (not under a zero-shot hold-out: its labels rank by W alone)
-    values['model.ensemble'] = ('one_vs_rest' if train.num_seen_labels is None and linear_member.fits(
-        train.num_features, Y, config.model.score) else 'none')
+    values['model.ensemble'] = (linear_member.auto(len(train.label_indptr) - 1, train.num_features, Y,
+                                                   config.model.score)
+                                if train.num_seen_labels is None else 'none')
   return {name: value for name, value in values.items() if _get(config, name) == AUTO}
 
 

@@ -1,54 +1,83 @@
-"""Paper 000 Table 7's ensemble as a trained configuration: WSABIE with the
-paper's One-vs-Rest linear model (§6.3, baselines/linear.py) beside it
-(model.ensemble='one_vs_rest').
+"""Paper 000 Table 7's ensemble as a trained configuration: WSABIE with a
+full-rank linear model beside it (model.ensemble):
 
-  f(x) = z(f_WSABIE(x)) + λ · z(f_OvR(x)),  z: standardised over the labels per image
+  f(x) = z(f_WSABIE(x)) + λ · z(x·U),  z: standardised over the labels per image
+
+The member U (d×Y, a row a label) is one of MEMBERS:
+  'one_vs_rest'  the paper's One-vs-Rest (§6.3, PA-I: baselines/linear.py)
+  'logistic'     One-vs-Rest logistic regression to convergence (baselines/logistic.py)
 
 The two rank differently: WSABIE through a rank-D map shared by the labels,
-One-vs-Rest with a full-rank row a label (d×Y weights). Table 7 combines models
-"with weights chosen on the validation set using grid search"; here λ comes
-from WEIGHTS by the run's selection metric, with WSABIE's best state (the one
-that never saw the validation split), and λ = 0 keeps WSABIE alone. The member
-trains on the same training split before WSABIE's steps, in seconds that
-count in the run's budget (docs/RESULTS.md "The One-vs-Rest member"), and is
-saved beside the checkpoints (`FILE`: its d×Y weights and λ), where evaluate
-and annotate read it.
+the member with a full-rank row a label. Table 7 combines models "with weights
+chosen on the validation set using grid search"; here the member (where the
+run trains several, 'one_vs_rest+logistic') and λ come from the grid members
+× WEIGHTS by the run's selection metric, with WSABIE's best state (the one
+that never saw the validation split), and λ = 0 keeps WSABIE alone. The
+members train on the same training split before WSABIE's steps, in seconds
+that count in the run's budget (docs/RESULTS.md "The One-vs-Rest member"),
+and the chosen one is saved beside the checkpoints (`FILE`: its d×Y weights
+and λ), where evaluate and annotate read it.
 """
 from __future__ import annotations
 
 import logging
 import os
 import pathlib
+import zipfile
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wsabie_jax.baselines import ensemble, linear
+from wsabie_jax.baselines import ensemble, linear, logistic
 from wsabie_jax.core import evaluation
 
 log = logging.getLogger('wsabie_jax')
 
 FILE = 'one_vs_rest.npz'
+MEMBERS = ('one_vs_rest', 'logistic')
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)  # λ's grid (0: WSABIE alone)
-# 'auto' trains the member where its table fits this many floats (256 MiB), the
+# 'auto' trains a member where its table fits this many floats (256 MiB), the
 # labels are few enough that evaluation may score them as a Y×Y identity, and
-# the score is the dot product it standardises.
+# the score is the dot product it standardises; …
 MAX_TABLE_FLOATS = 2 ** 26
 MAX_LABELS = 4096
+# … and the logistic one where the training split is dense-readable
+# (logistic.DENSE_FLOATS) and an L-BFGS pass costs at most this many
+# multiply-adds (n·d·Y): a few seconds on 2 CPU cores (Delicious' 5·10⁹ took
+# 16 s, of its 60; Corel5k's 7·10⁸ 2 s).
+MAX_LOGISTIC_PRODUCT = 2 ** 31
 
 
-def fits(num_features: int, num_labels: int, score: str) -> bool:
-  """Whether 'auto' adds the member on data of these sizes."""
-  return num_features * num_labels <= MAX_TABLE_FLOATS and num_labels <= MAX_LABELS and score == 'dot'
+def members(ensemble: str) -> tuple[str, ...]:
+  """The member kinds model.ensemble names ('none': none; 'a+b': both)."""
+  return () if ensemble == 'none' else tuple(ensemble.split('+'))
 
 
-def train(train_ds, C: float, epochs: int, seed: int) -> np.ndarray:
-  """The member's weights U (d×Y) on the training split: PA-I's W averaged over
-  the ends of its second half of epochs (alone on debtags' validation split:
-  MAP 0.8451 against the last W's 0.8410)."""
-  return np.asarray(jax.device_get(linear.train_linear(train_ds, 'ovr', C=C, epochs=epochs,
-                                                       seed=seed, average=True)))
+def auto(num_images: int, num_features: int, num_labels: int, score: str) -> str:
+  """model.ensemble 'auto' resolves to: the members that fit data of these sizes."""
+  if not (num_features * num_labels <= MAX_TABLE_FLOATS and num_labels <= MAX_LABELS
+          and score == 'dot'):
+    return 'none'
+  cheap = (num_images * num_features <= logistic.DENSE_FLOATS
+           and num_images * num_features * num_labels <= MAX_LOGISTIC_PRODUCT)
+  return 'one_vs_rest+logistic' if cheap else 'one_vs_rest'
+
+
+def train(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
+  """A member's weights U (d×Y) on the training split. One-vs-Rest: PA-I's W
+  averaged over the ends of its second half of epochs (alone on debtags'
+  validation split: MAP 0.8451 against the last W's 0.8410). Logistic: the
+  l2-regularised optimum at C = model.ensemble_logistic_C."""
+  if kind == 'one_vs_rest':
+    U = linear.train_linear(train_ds, 'ovr', C=model_cfg.ensemble_C,
+                            epochs=model_cfg.ensemble_epochs, seed=seed, average=True)
+  elif kind == 'logistic':
+    U, iterations = logistic.train_logistic(train_ds, C=model_cfg.ensemble_logistic_C)
+    log.info('model.ensemble: logistic regression took %d L-BFGS iterations', iterations)
+  else:
+    raise ValueError(f'model.ensemble member {kind!r} is not one of {MEMBERS}')
+  return np.asarray(jax.device_get(U))
 
 
 def combined(wsabie_scorer, U_dxY, weight: float):
@@ -65,34 +94,49 @@ def combined(wsabie_scorer, U_dxY, weight: float):
   return scores, jnp.eye(W_YxD.shape[0], dtype=jnp.float32)
 
 
-def choose(wsabie_scorer, U_dxY, padded_valid, metric: str, eval_kw: dict) -> tuple[float, dict]:
-  """(λ, {λ: validation metrics}): the weight of WEIGHTS whose ensemble scores
-  best on `metric` on the validation split (the first of equals: the smaller λ)."""
-  got = {w: evaluation.evaluate_ranking(*combined(wsabie_scorer, U_dxY, w), padded_valid,
-                                        **eval_kw) for w in WEIGHTS}
-  weight = max(got, key=lambda w: (got[w][metric], -w))
-  log.info('model.ensemble: valid %s by the One-vs-Rest member\'s weight λ: %s; λ = %g', metric,
-           ', '.join(f'{w:g} {m[metric]:.4f}' for w, m in got.items()), weight)
-  return weight, got
+def choose(wsabie_scorer, members_dxY: dict, padded_valid, metric: str,
+           eval_kw: dict) -> tuple[str | None, float, dict]:
+  """(member, λ, {(member, λ): validation metrics}): the member of
+  `members_dxY` ({kind: U}) and weight of WEIGHTS whose ensemble scores best on
+  `metric` on the validation split (of equals, the smaller λ, then the first
+  member); member None where λ = 0 (WSABIE alone) wins."""
+  alone = evaluation.evaluate_ranking(*wsabie_scorer, padded_valid, **eval_kw)
+  got = {(None, 0.0): alone}
+  for kind, U in members_dxY.items():
+    for w in WEIGHTS[1:]:
+      got[kind, w] = evaluation.evaluate_ranking(*combined(wsabie_scorer, U, w), padded_valid,
+                                                 **eval_kw)
+  order = list(got)
+  kind, weight = max(order, key=lambda k: (got[k][metric], -k[1], -order.index(k)))
+  log.info('model.ensemble: valid %s alone %.4f; by the member and its weight λ: %s; chose %s',
+           metric, alone[metric], ', '.join(f'{k} {w:g} {m[metric]:.4f}'
+                                            for (k, w), m in got.items() if k), f'{kind} at λ {weight:g}'
+           if kind else 'WSABIE alone')
+  return kind, weight, got
 
 
-def save(workdir, U_dxY, weight: float) -> None:
+def save(workdir, U_dxY, weight: float, kind: str = 'one_vs_rest') -> None:
   """`FILE` in workdir, written whole or not at all (a rename)."""
   path = pathlib.Path(workdir) / FILE
   part = path.with_suffix('.part.npz')
-  np.savez(part, U_dxY=U_dxY, weight=np.float32(weight))
+  np.savez(part, U_dxY=U_dxY, weight=np.float32(weight), kind=np.str_(kind))
   os.replace(part, path)
 
 
 def load(workdir) -> dict | None:
-  """The saved member ({'U_dxY', 'weight'}), or None where the run has none.
+  """The saved member ({'U_dxY', 'weight', 'kind'}), or None where the run has none.
   (A damaged file fails its zip checksums: an error naming it.)"""
   path = pathlib.Path(workdir) / FILE
   if not path.exists():
     return None
   try:
+    with zipfile.ZipFile(path) as archive:  # (every member's CRC, not only the bytes read)
+      damaged = archive.testzip()
+    if damaged:
+      raise ValueError(f'{damaged} fails its checksum')
     with np.load(path) as got:
-      return {'U_dxY': got['U_dxY'], 'weight': float(got['weight'])}
+      return {'U_dxY': got['U_dxY'], 'weight': float(got['weight']),
+              'kind': str(got['kind']) if 'kind' in got else 'one_vs_rest'}
   except Exception as error:  # (zipfile.BadZipFile, ValueError, KeyError, OSError)
-    raise ValueError(f'{path}: the One-vs-Rest member cannot be read ({error}); train the '
+    raise ValueError(f'{path}: the ensemble member cannot be read ({error}); train the '
                      'run again, or delete the file to use WSABIE alone') from None

@@ -14,7 +14,7 @@ PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 TABLES = ('by_size', 'rows', 'whole', 'labels', 'features')
 DRAWS = ('per_row', 'per_batch')
-ENSEMBLES = ('none', 'one_vs_rest')
+ENSEMBLES = ('none', 'one_vs_rest', 'logistic', 'one_vs_rest+logistic')
 
 
 def draws_can_be_shared(kind: str, sampler: str, score: str, l2: float) -> bool:
@@ -40,21 +40,24 @@ class ModelConfig:
   # for each compiled step from its shapes (table_reads.choose).
   tables: str = 'by_size'
   # Paper 000 Table 7's ensemble (wsabie/linear_member.py): 'one_vs_rest' trains the
-  # paper's One-vs-Rest model (PA-I, C = ensemble_C, ensemble_epochs epochs) after
-  # WSABIE and adds its standardised scores at the weight the validation split
-  # picks (0 included); 'auto': where its d×Y table is small (linear_member.fits).
+  # paper's One-vs-Rest model (PA-I, C = ensemble_C, ensemble_epochs epochs),
+  # 'logistic' One-vs-Rest logistic regression (C = ensemble_logistic_C), before
+  # WSABIE's steps, and adds its standardised scores at the weight the validation
+  # split picks (0 included); 'one_vs_rest+logistic': both trained, validation
+  # picks the member too; 'auto': those whose cost is small (linear_member.auto).
   ensemble: str = 'none'
   ensemble_C: float = 0.1
   ensemble_epochs: int = 10
+  ensemble_logistic_C: float = 1.0  # (scikit-learn's default; liblinear's objective)
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,
                          'tables': TABLES, 'ensemble': ENSEMBLES + (AUTO,)})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
-                 ensemble_C='>0', ensemble_epochs='>=1')
-    if self.ensemble == 'one_vs_rest' and self.score != 'dot':
-      raise ValueError("model ensemble='one_vs_rest' standardises dot-product scores: it needs "
-                       "score='dot'")
+                 ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0')
+    if self.ensemble not in ('none', AUTO) and self.score != 'dot':
+      raise ValueError(f"model ensemble={self.ensemble!r} standardises dot-product scores: it "
+                       "needs score='dot'")
 
 
 @dataclasses.dataclass(frozen=True)

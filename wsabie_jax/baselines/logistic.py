@@ -1,0 +1,114 @@
+"""One-vs-Rest logistic regression, full batch: for every label y,
+
+  min_w  ½‖w‖² + C Σ_i log(1 + exp(−t_iy · w·x_i)),  t_iy = ±1,
+
+the l2-regularised model scikit-learn's `LogisticRegression` (liblinear) fits
+a label at a time, here all Y at once as one d×Y problem (the labels'
+problems are independent, so their sum is minimised where each is) by
+L-BFGS (optax.lbfgs, its zoom line search). The intercept is the data's bias
+feature, regularised as liblinear regularises its own. Against paper 000's
+PA-I One-vs-Rest (baselines/linear.py: one pass an example, hinge loss) it
+converges on the whole training split, which on most of the panel's sets
+ranks better (docs/RESULTS.md "The One-vs-Rest member").
+
+X·W reads X dense where it is small, else as its non-zeros: a sorted
+segment sum over the rows, and its transpose one over the columns, each
+touching nnz·Y entries.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from wsabie_jax.data.dataset import SparseDataset
+
+DENSE_FLOATS = 2 ** 25   # X read dense up to n·d this many floats (128 MiB)
+MAX_ITERATIONS = 100
+TOLERANCE = 1e-3         # stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0‖
+
+
+def _sparse_product(X, W_dxY):
+  """X·W (n×Y) for X's non-zeros X = {'rows', 'cols', 'vals', 'by_col', 'n'}
+  (rows sorted), its transpose for the gradient read in column order (both
+  segment sums sorted)."""
+  rows, cols, vals, by_col = X['rows'], X['cols'], X['vals'], X['by_col']
+  n = X['T_nxY'].shape[0]
+
+  @jax.custom_vjp
+  def product(W):
+    return jax.ops.segment_sum(vals[:, None] * W[cols], rows, n, indices_are_sorted=True)
+
+  def forward(W):
+    return product(W), None
+
+  def backward(_, G_nxY):
+    return (jax.ops.segment_sum(vals[by_col, None] * G_nxY[rows[by_col]], cols[by_col],
+                                W_dxY.shape[0], indices_are_sorted=True),)
+
+  product.defvjp(forward, backward)
+  return product(W_dxY)
+
+
+def _data(train: SparseDataset) -> dict:
+  """The arrays the objective reads: X dense ('X_nxd') where it is small, else
+  its non-zeros; the targets T."""
+  n, d = train.num_images, train.num_features
+  rows = np.repeat(np.arange(n, dtype=np.int32), np.diff(train.feat_indptr))
+  got = {'T_nxY': targets(train)}
+  if n * d <= DENSE_FLOATS:
+    X_nxd = np.zeros((n, d), np.float32)
+    np.add.at(X_nxd, (rows, train.feat_idx), train.feat_val)
+    return {**got, 'X_nxd': X_nxd}
+  return {**got, 'rows': rows, 'cols': train.feat_idx.astype(np.int32),
+          'vals': train.feat_val.astype(np.float32),
+          'by_col': np.argsort(train.feat_idx, kind='stable').astype(np.int32)}
+
+
+def targets(train: SparseDataset) -> np.ndarray:
+  """n×Y: 1 where image i has label y, else 0."""
+  T = np.zeros((train.num_images, train.num_labels), np.float32)
+  T[np.repeat(np.arange(train.num_images), np.diff(train.label_indptr)), train.label_idx] = 1
+  return T
+
+
+def objective(W_dxY, data: dict, C):
+  """½‖W‖² + C Σ_iy log(1 + exp(−t_iy s_iy)), s = X·W, t = 2T − 1."""
+  S_nxY = data['X_nxd'] @ W_dxY if 'X_nxd' in data else _sparse_product(data, W_dxY)
+  T_nxY = data['T_nxY']
+  return 0.5 * jnp.sum(W_dxY * W_dxY) + C * jnp.sum(jax.nn.softplus(S_nxY) - T_nxY * S_nxY)
+
+
+@functools.partial(jax.jit, static_argnames=('iterations',))
+def _minimise(W_dxY, data: dict, C, tolerance, *, iterations: int):
+  """(W, iterations taken): L-BFGS from W until ‖∇‖ falls to `tolerance` of its start."""
+  value = functools.partial(objective, data=data, C=C)
+  opt = optax.lbfgs()
+  value_and_grad = optax.value_and_grad_from_state(value)
+  start = jnp.linalg.norm(jax.grad(value)(W_dxY))
+
+  def step(carry):
+    W, state, k = carry
+    v, g = value_and_grad(W, state=state)
+    updates, state = opt.update(g, state, W, value=v, grad=g, value_fn=value)
+    return optax.apply_updates(W, updates), state, k + 1
+
+  def going(carry):
+    _, state, k = carry
+    g = optax.tree.get(state, 'grad')
+    return (k < iterations) & ((k == 0) | (jnp.linalg.norm(g) > tolerance * start))
+
+  W_dxY, _, k = jax.lax.while_loop(going, step, (W_dxY, opt.init(W_dxY), 0))
+  return W_dxY, k
+
+
+def train_logistic(train: SparseDataset, C: float = 1.0, iterations: int = MAX_ITERATIONS,
+                   tolerance: float = TOLERANCE) -> tuple[jax.Array, int]:
+  """(W d×Y, L-BFGS iterations taken) of One-vs-Rest logistic regression on `train`."""
+  W, k = _minimise(jnp.zeros((train.num_features, train.num_labels), jnp.float32),
+                   jax.tree.map(jnp.asarray, _data(train)), jnp.float32(C),
+                   jnp.float32(tolerance), iterations=iterations)
+  return W, int(k)
