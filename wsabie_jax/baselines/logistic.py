@@ -9,7 +9,7 @@ L-BFGS (optax.lbfgs, its zoom line search). The intercept is the data's bias
 feature, regularised as liblinear regularises its own. Against paper 000's
 PA-I One-vs-Rest (baselines/linear.py: one pass an example, hinge loss) it
 converges on the whole training split, which on most of the panel's sets
-ranks better (docs/RESULTS.md "The One-vs-Rest member").
+ranks better (docs/RESULTS.md "The logistic member").
 
 X·W reads X dense where it is small, else as its non-zeros: a sorted
 segment sum over the rows, and its transpose one over the columns, each
