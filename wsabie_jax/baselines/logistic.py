@@ -32,9 +32,9 @@ TOLERANCE = 1e-3         # stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0
 
 
 def _sparse_product(X, W_dxY):
-  """X·W (n×Y) for X's non-zeros X = {'rows', 'cols', 'vals', 'by_col', 'n'}
-  (rows sorted), its transpose for the gradient read in column order (both
-  segment sums sorted)."""
+  """X·W (n×Y) for X's non-zeros X = {'rows', 'cols', 'vals', 'by_col'} (rows
+  sorted; n from the targets' rows), its transpose for the gradient read in
+  column order (`by_col`; both segment sums sorted)."""
   rows, cols, vals, by_col = X['rows'], X['cols'], X['vals'], X['by_col']
   n = X['T_nxY'].shape[0]
 

@@ -84,14 +84,24 @@ def combined(wsabie_scorer, U_dxY, weight: float):
   """The ensemble as the (embed_fn, labels) pair evaluation and annotation rank
   with: an image's "embedding" is its Y combined scores, the labels the
   identity (dot scores read them back). λ = 0: WSABIE's own scorer."""
+  return _at(_weighed(wsabie_scorer, U_dxY), weight, wsabie_scorer)
+
+
+def _weighed(wsabie_scorer, U_dxY):
+  """scores(feat_idx, feat_val, λ) of the ensemble: λ an argument, so one
+  program serves every weight of the grid."""
+  embed, W_YxD = wsabie_scorer
+  ours = ensemble.scale_free(lambda i, v: embed(i, v) @ W_YxD.T)
+  theirs = ensemble.scale_free(linear.linear_scores(jnp.asarray(U_dxY)))
+  return jax.jit(lambda i, v, weight: ours(i, v) + weight * theirs(i, v))
+
+
+def _at(scores, weight: float, wsabie_scorer):
   if not weight:
     return wsabie_scorer
-  embed, W_YxD = wsabie_scorer
-  U = jnp.asarray(U_dxY)
-  ours = ensemble.scale_free(lambda i, v: embed(i, v) @ W_YxD.T)
-  theirs = ensemble.scale_free(linear.linear_scores(U))
-  scores = jax.jit(lambda i, v: ours(i, v) + weight * theirs(i, v))
-  return scores, jnp.eye(W_YxD.shape[0], dtype=jnp.float32)
+  weight_ = jnp.float32(weight)
+  return (lambda i, v: scores(i, v, weight_)), jnp.eye(wsabie_scorer[1].shape[0],
+                                                       dtype=jnp.float32)
 
 
 def choose(wsabie_scorer, members_dxY: dict, padded_valid, metric: str,
@@ -100,18 +110,17 @@ def choose(wsabie_scorer, members_dxY: dict, padded_valid, metric: str,
   `members_dxY` ({kind: U}) and weight of WEIGHTS whose ensemble scores best on
   `metric` on the validation split (of equals, the smaller λ, then the first
   member); member None where λ = 0 (WSABIE alone) wins."""
-  alone = evaluation.evaluate_ranking(*wsabie_scorer, padded_valid, **eval_kw)
-  got = {(None, 0.0): alone}
+  got = {(None, 0.0): evaluation.evaluate_ranking(*wsabie_scorer, padded_valid, **eval_kw)}
   for kind, U in members_dxY.items():
+    scores = _weighed(wsabie_scorer, U)
     for w in WEIGHTS[1:]:
-      got[kind, w] = evaluation.evaluate_ranking(*combined(wsabie_scorer, U, w), padded_valid,
+      got[kind, w] = evaluation.evaluate_ranking(*_at(scores, w, wsabie_scorer), padded_valid,
                                                  **eval_kw)
   order = list(got)
   kind, weight = max(order, key=lambda k: (got[k][metric], -k[1], -order.index(k)))
-  log.info('model.ensemble: valid %s alone %.4f; by the member and its weight λ: %s; chose %s',
-           metric, alone[metric], ', '.join(f'{k} {w:g} {m[metric]:.4f}'
-                                            for (k, w), m in got.items() if k), f'{kind} at λ {weight:g}'
-           if kind else 'WSABIE alone')
+  chose = f'{kind} at λ {weight:g}' if kind else 'WSABIE alone'
+  log.info('model.ensemble: valid %s by the member and its weight λ: %s; chose %s', metric,
+           ', '.join(f'{k or "alone"} {w:g} {m[metric]:.4f}' for (k, w), m in got.items()), chose)
   return kind, weight, got
 
 
