@@ -42,6 +42,7 @@ def test_the_ensembles_scores_are_each_members_standardised_and_summed():
   np.testing.assert_allclose(got, z(x @ V @ W.T) + 0.5 * z(x @ U), rtol=1e-4, atol=1e-4)
   own = _scorer(V, W)
   assert linear_member.combined(own, U, 0.0) is own  # λ = 0: WSABIE alone, unchanged
+  assert linear_member.combined(own, None, 0.0) is own  # (WSABIE alone chosen: no member to read)
 
 
 def test_the_weight_is_the_validation_splits_choice():

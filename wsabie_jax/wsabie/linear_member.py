@@ -83,7 +83,9 @@ def train(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
 def combined(wsabie_scorer, U_dxY, weight: float):
   """The ensemble as the (embed_fn, labels) pair evaluation and annotation rank
   with: an image's "embedding" is its Y combined scores, the labels the
-  identity (dot scores read them back). λ = 0: WSABIE's own scorer."""
+  identity (dot scores read them back). λ = 0: WSABIE's own scorer (U may be None)."""
+  if not weight:
+    return wsabie_scorer
   return _at(_weighed(wsabie_scorer, U_dxY), weight, wsabie_scorer)
 
 
