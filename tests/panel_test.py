@@ -1,5 +1,7 @@
 """The panel suite's pieces that need no LightFM: reading a panel entry, the
 data-agnostic config's rules, the ratio table."""
+import pathlib
+
 import ml_collections
 import numpy as np
 import pytest
@@ -15,12 +17,17 @@ from wsabie_jax.data import batching
 from wsabie_jax.wsabie import fitting
 
 
-def _mulan_folder(tmp_path, name='toy'):
+def _mulan_folder(tmp_path, name='toy', train_rows=None):
+  """Corel5k as a Mulan folder; its first `train_rows` training images only
+  where given (the wiring tested does not need the whole set's seconds)."""
   import shutil
   folder = tmp_path / name
   folder.mkdir()
   train, test, labels = corel5k_paths()
-  shutil.copy(train, folder / f'{name}-train.arff')
+  lines = pathlib.Path(train).read_text().splitlines(keepends=True)
+  data_at = next(i for i, line in enumerate(lines) if line.lower().startswith('@data')) + 1
+  rows = lines[data_at:] if train_rows is None else lines[data_at:data_at + train_rows]
+  (folder / f'{name}-train.arff').write_text(''.join(lines[:data_at] + rows))
   shutil.copy(test, folder / f'{name}-test.arff')
   shutil.copy(labels, folder / f'{name}.xml')
   return folder
@@ -174,7 +181,7 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   """panel_search.choose (launch/benchmark.py --suite=panel_search) feeds timed.train_ours
   through the loop's dispatcher: one row a set and candidate, scored on its
   validation split (what is asserted does not depend on the machine's speed)."""
-  folder = _mulan_folder(tmp_path)
+  folder = _mulan_folder(tmp_path, train_rows=1000)
   rows = panel_search.choose([str(folder)], [{'overrides': {'model.max_norm': 3.0}},
                                       {'knobs': {'max_draws': 10, 'batch_draws': False}},
                                       {'member': True}],
@@ -237,7 +244,7 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   """panel.seconds_to: the seconds of steps to a test p@1; training ends once
   it is reached (a target of 0 at the first scoring), None where it is not
   (above 1). The time asserted is the budget's bound, not the machine's speed."""
-  name, data = panel.data_config(str(_mulan_folder(tmp_path)))
+  name, data = panel.data_config(str(_mulan_folder(tmp_path, train_rows=1000)))
   data.validation_fraction = 0.1
   cfg, _, config = panel.ours_settings(panel.DEFAULT_CONFIG, data, load_splits(data)[0])
   padded = batching.pad_images(load_splits(config.data)[2])
