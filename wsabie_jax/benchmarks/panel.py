@@ -189,8 +189,8 @@ def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WI
   members, spent = {}, 0.0
   if linear_member.members(config.model.ensemble) and valid.num_images:
     start = clock()
-    members = {kind: linear_member.train(kind, train, config.model, config.seed)
-               for kind in linear_member.members(config.model.ensemble)}
+    members = linear_member.train_members(config.model.ensemble, train, config.model,
+                                          config.seed)
     spent, padded_valid = clock() - start, batching.pad_images(valid)
 
   def score(params, pairs, seconds):

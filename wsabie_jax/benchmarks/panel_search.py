@@ -93,8 +93,7 @@ def _with_member(kept: dict, train, padded_valid, config, ensemble: str) -> dict
   leans optimistic by the choice among the grid's cells)."""
   V, W = kept['params']
   own = (lambda i, v: evaluation.embed(jnp.asarray(V), i, v)), jnp.asarray(W)
-  members = {kind: linear_member.train(kind, train, config.model, config.seed)
-             for kind in linear_member.members(ensemble)}
+  members = linear_member.train_members(ensemble, train, config.model, config.seed)
   kind, weight, got = linear_member.choose(own, members, padded_valid, 'map', {'ks': panel.KS})
   print('  by the member and its weight: ' + ', '.join(
       f'{k or "alone"} {w:g}: p@1 {m["p@1"]:.4f} MAP {m["map"]:.4f}' for (k, w), m in got.items()),

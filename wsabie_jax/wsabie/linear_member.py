@@ -80,6 +80,11 @@ def train(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
   return np.asarray(jax.device_get(U))
 
 
+def train_members(ensemble: str, train_ds, model_cfg, seed: int) -> dict:
+  """{kind: U d×Y} of every member model.ensemble names, on the training split."""
+  return {kind: train(kind, train_ds, model_cfg, seed) for kind in members(ensemble)}
+
+
 def combined(wsabie_scorer, U_dxY, weight: float):
   """The ensemble as the (embed_fn, labels) pair evaluation and annotation rank
   with: an image's "embedding" is its Y combined scores, the labels the
@@ -99,8 +104,7 @@ def _weighed(wsabie_scorer, U_dxY):
 
 
 def _at(scores, weight: float, wsabie_scorer):
-  if not weight:
-    return wsabie_scorer
+  """The (embed_fn, labels) pair of `scores` at a weight λ > 0."""
   weight_ = jnp.float32(weight)
   return (lambda i, v: scores(i, v, weight_)), jnp.eye(wsabie_scorer[1].shape[0],
                                                        dtype=jnp.float32)
