@@ -256,13 +256,16 @@ def batch_sizes(budget: float, scales=(1, 2, 4), spec: str = 'wsabie_mulan') -> 
   """The quality rule for an accelerator's batch sizes: the config at its
   fitted B and at `scales` times it, each for the same wall-clock `budget`:
   test p@1 and the validation metric it selects on, beside pairs/s (a larger
-  B the device runs faster must not cost p@1 at equal time)."""
+  B the device runs faster must not cost p@1 at equal time). WSABIE alone
+  (model.ensemble 'none'): a linear member trains the same whatever B, and
+  its seconds would come off every row's budget alike."""
   base = None
   rows = []
   print(f'\n{spec}: B at equal wall-clock ({budget:.0f} s each)')
   for scale in scales:
     config = configs.load(spec)
     config.train.max_seconds = budget
+    config.model.ensemble = 'none'
     if base is None:
       from wsabie_jax import methods
       base = methods.of(config).fit(config)[0].train.batch_size
