@@ -34,9 +34,9 @@ def _one_vs_rest_block(W_dxY, feat_idx_NxF, feat_val_NxF, pos_NxP, C, *, num_lab
     y_Y = jnp.where(jnp.zeros(num_labels + 1, bool).at[pos_P].set(True)[:num_labels], 1.0, -1.0)
     loss_Y = jnp.maximum(0.0, 1.0 - y_Y * (val_F @ rows_FxY))
     tau_Y = jnp.minimum(C, loss_Y / jnp.maximum(jnp.sum(val_F ** 2), 1e-12))
-    # W[f] += x_f·τy for the example's features f, in one pass on the CPU
-    # (debtags' member 10 epochs: 3.7–4.6 s → 2.9–3.7 s against XLA's
-    # gather-then-scatter; core/row_scatter.py)
+    # W[f] += x_f·τy for the example's features f: on the CPU one pass, no
+    # gathered F×Y buffer (core/row_scatter.py; docs/RESULTS.md "The One-vs-Rest
+    # member" times the member)
     return row_scatter.add_scaled_rows(W, idx_F, val_F, (tau_Y * y_Y)[None, :],
                                        jnp.zeros_like(idx_F)), None
 
@@ -64,9 +64,10 @@ WINDOW = 16 * BLOCK     # … sorted by length within windows of the random orde
 MIN_WIDTH = 8
 
 
-def width_of(length: int) -> int:
-  """The padded width of an example of `length` non-zeros: the power of two at or above."""
-  return max(MIN_WIDTH, 1 << int(max(length, 1) - 1).bit_length())
+def width_of(length):
+  """The padded width of examples of `length` non-zeros (an int or an array):
+  the power of two at or above, MIN_WIDTH at least."""
+  return np.maximum(MIN_WIDTH, 2 ** np.ceil(np.log2(np.maximum(length, 1))).astype(np.int64))
 
 
 def rows_at(width: int) -> int:
@@ -86,13 +87,13 @@ def _blocks(order: np.ndarray, lengths: np.ndarray, rng) -> list[tuple[np.ndarra
   blocks = []
   for window in np.split(order, range(WINDOW, len(order), WINDOW)):
     window = window[np.argsort(lengths[window], kind='stable')]
+    width = width_of(lengths[window])  # (non-decreasing: a block's width is its last's)
     start = 0
-    while start < len(window):  # (longer examples ahead: a block holds fewer)
-      width = width_of(lengths[window[start]])
+    while start < len(window):
       end = start + 1
-      while end < len(window) and end - start < rows_at(width_of(lengths[window[end]])):
-        width, end = width_of(lengths[window[end]]), end + 1
-      blocks.append((window[start:end], width))
+      while end < len(window) and end - start < rows_at(width[end]):
+        end += 1
+      blocks.append((window[start:end], int(width[end - 1])))
       start = end
   return [blocks[i] for i in rng.permutation(len(blocks))]
 
