@@ -24,7 +24,8 @@ def _split(num_labels: int, positives: dict) -> types.SimpleNamespace:
   """A training split with {positives an image: how many images}."""
   counts = np.concatenate([np.full(n, p) for p, n in positives.items()])
   return types.SimpleNamespace(num_labels=num_labels, num_features=1000, num_seen_labels=None,
-                               label_indptr=np.concatenate([[0], np.cumsum(counts)]))
+                               label_indptr=np.concatenate([[0], np.cumsum(counts)]),
+                               num_images=len(counts), feat_idx=np.zeros(0, np.int32))
 
 
 SHAPES = {

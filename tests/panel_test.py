@@ -57,7 +57,8 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
                     'train.positives_per_row': 5,  # a row an image
                     'train.batch_size': 512,  # the split's 4,050 rows / 6 = 675 → 512
                     # 500 features × 374 labels: small; 4,050 images × those: cheap
-                    'model.ensemble': 'one_vs_rest+logistic'}
+                    'model.ensemble': 'one_vs_rest+logistic',
+                    'data.standardize': 'none'}  # (1.6% of the features an image: sparse)
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
   rules = lambda **knobs: fitting.Rules(**knobs)
   # The rows are the split's, not scaled again by the validation fraction

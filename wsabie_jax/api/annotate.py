@@ -16,6 +16,7 @@ import numpy as np
 from wsabie_jax.core import metrics
 from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.data import DataError, SparseDataset, batching, dataset, formats, preprocess
+from wsabie_jax.data.standardize import Standardization
 from wsabie_jax.data import settings as data_settings
 from wsabie_jax.api.run import Restored
 from wsabie_jax.features import image_folder, visual_terms
@@ -37,13 +38,23 @@ def read_input(path: str, config, vocab: dict) -> SparseDataset:
   ds = formats.read(data, path, num_features, vocab['label_names'], skip_empty=False)
   if ds.num_images == 0:
     raise DataError(path, None, 'no examples to annotate')
-  ds = preprocess(ds, config.data)
+  ds = preprocess(ds, config.data, _shift(config, vocab))
   if ds.num_features != vocab['num_features']:
     raise DataError(path, None, f'{ds.num_features:,} features, the run was trained on '
                     f'{vocab["num_features"]:,}')
   if ds.label_names != vocab['label_names'][:ds.num_labels]:
     raise DataError(path, None, 'its labels are not the run\'s (another data set?)')
   return ds
+
+
+def _shift(config, vocab: dict) -> Standardization | None:
+  """data.standardize's statistics the run saved in its vocabulary.json."""
+  shift = Standardization.from_json(vocab.get('standardized'))
+  if shift is None and config.data.get('standardize') in ('center', 'z'):
+    raise ConfigError(f"the run's config has data.standardize={config.data.standardize!r} but "
+                      'its vocabulary.json holds no statistics to apply (written before the '
+                      'option?): evaluate it on its data, or train it again')
+  return shift
 
 
 def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str]]:
@@ -64,7 +75,7 @@ def read_images(spec: str, config, vocab: dict) -> tuple[SparseDataset, list[str
   rows = visual_terms.histograms(featurizer.codes(paths, codebook))
   ds = dataset.from_lists(rows, [np.zeros(0, np.int64)] * len(rows), len(codebook),
                           vocab['label_names'])
-  return preprocess(ds, config.data), paths
+  return preprocess(ds, config.data, _shift(config, vocab)), paths
 
 
 def annotate(restored: Restored, ds: SparseDataset, k: int, titles: list[str] | None = None,

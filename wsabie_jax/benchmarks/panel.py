@@ -49,6 +49,10 @@ VALID_FRACTION = 0.1  # ours: carved from the training file to choose the checkp
 DEFAULT_CONFIG = 'configs/wsabie_mulan.py'
 
 
+# What a config file does to the features, kept when the panel gives it other data.
+FEATURE_KEYS = ('bias_feature', 'normalize', 'standardize')
+
+
 def data_config(spec: str):
   """(name, config.data) of a panel entry, with no validation split (both
   systems train on the whole training file)."""
@@ -74,13 +78,12 @@ def data_config(spec: str):
 
 
 def on_data(config_path: str, data, overrides: dict | None = None) -> ml_collections.ConfigDict:
-  """The config file with `data` as its data section (the file's
-  normalisation and bias feature kept) and `overrides` ({'model.dim': 64, …})
+  """The config file with `data` as its data section (the file's feature
+  treatment kept: FEATURE_KEYS) and `overrides` ({'model.dim': 64, …})
   applied; its 'auto' fields still unfitted."""
   config = config_lib.load(config_path)
-  config.data = ml_collections.ConfigDict({**data.to_dict(),
-                                           'bias_feature': config.data.bias_feature,
-                                           'normalize': config.data.normalize})
+  config.data = ml_collections.ConfigDict(
+      {**data.to_dict(), **{k: config.data.get(k, data.get(k)) for k in FEATURE_KEYS}})
   for path, value in (overrides or {}).items():
     section, key = path.split('.')
     config[section][key] = value

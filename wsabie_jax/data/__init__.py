@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 
-from wsabie_jax.data import batching, dataset, formats, settings, shards, synthetic
+from wsabie_jax.data import batching, dataset, formats, settings, shards, standardize, synthetic
 from wsabie_jax.data.dataset import DataError, SparseDataset
 from wsabie_jax.data.settings import KINDS
 
@@ -51,8 +51,12 @@ def _read(cfg, path, like: SparseDataset | None, skip_empty: bool) -> SparseData
                       like.label_names if like else None, skip_empty)
 
 
-def preprocess(ds: SparseDataset, cfg) -> SparseDataset:
-  """Feature normalisation, then the optional constant bias feature."""
+def preprocess(ds: SparseDataset, cfg, standardized: standardize.Standardization | None = None
+               ) -> SparseDataset:
+  """The training file's shift and scale where given (data.standardize), the
+  per-image normalisation, then the optional constant bias feature."""
+  if standardized is not None:
+    ds = standardize.apply(ds, standardized)
   ds = dataset.normalize(ds, cfg.normalize)
   if cfg.bias_feature:
     ds = dataset.add_bias_feature(ds, cfg.bias_feature)
@@ -68,6 +72,9 @@ def load_splits(cfg):
   """
   cfg = settings.of(cfg)  # (checked: kinds, fractions, protocol with features)
   if cfg.kind == 'shards':
+    if cfg.standardize not in ('none', 'auto'):  # ('auto': streamed shards are not read whole)
+      raise ValueError(f"data.standardize={cfg.standardize!r} needs the training file read whole; "
+                       "shards take 'none'")
     root = pathlib.Path(cfg.shards_dir)
     prep = lambda ds: preprocess(ds, cfg)
     train = shards.ShardSet(root / 'train', prep)
@@ -93,9 +100,11 @@ def load_splits(cfg):
       raise DataError(cfg.test_path, None, 'no examples with labels to test on')
     if test.num_features != train.num_features or test.label_names != train.label_names:
       raise DataError(cfg.test_path, None, 'features or labels differ from the training file')
-  train, test = preprocess(train, cfg), preprocess(test, cfg)
+  shift = standardize.fit(train, cfg.standardize)  # (the training file's, before the split)
+  train, test = preprocess(train, cfg, shift), preprocess(test, cfg, shift)
   if cfg.protocol == 'leave_one_out':
-    return leave_one_out_splits(dataset.concat([train, test]), cfg)
+    train, valid, test = leave_one_out_splits(dataset.concat([train, test]), cfg)
+    return dataclasses.replace(train, standardized=shift), valid, test
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
   if cfg.validation_fraction and valid.num_images == 0:
     raise DataError(_training_data(cfg), None,
@@ -107,7 +116,8 @@ def load_splits(cfg):
                     f'no training examples are left after the validation split '
                     f'(config.data.validation_fraction={cfg.validation_fraction}): lower it')
   if cfg.holdout_fraction:
-    return hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
+    train, valid, test = hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
+    return dataclasses.replace(train, standardized=shift), valid, test
   return train, valid, test
 
 

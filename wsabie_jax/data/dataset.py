@@ -109,6 +109,9 @@ class SparseDataset:
   # their ranking (CSR like the labels; None elsewhere).
   known_indptr: np.ndarray | None = None
   known_idx: np.ndarray | None = None
+  # data.standardize's statistics (data/standardize.py) where they shifted these
+  # features: the training set carries them into the run's vocabulary.json.
+  standardized: object | None = None
 
   @property
   def num_images(self) -> int:

@@ -20,12 +20,16 @@ from wsabie_jax.data.synthetic import SyntheticSpec
 PROTOCOLS = ('random', 'leave_one_out')
 FEATURES = ('visual', 'image_id')
 NORMALIZE = ('l2', 'log_l2', 'none')
+STANDARDIZE = ('none', 'center', 'z', 'auto')  # data/standardize.py
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
   kind: str = 'synthetic'       # KINDS below
   normalize: str = 'l2'         # per-image feature normalisation: 'l2' | 'log_l2' | 'none'
+  # before it, the training file's mean subtracted ('center'), and its std
+  # divided ('z'); 'auto': 'center' where the features are dense (data/standardize.py)
+  standardize: str = 'none'
   bias_feature: float = 0.0     # > 0: a constant extra feature (a learnt label prior)
   validation_fraction: float = 0.1  # carved from train, for model selection
   split_seed: int = 0
@@ -37,8 +41,8 @@ class DataConfig:
   features: str = 'visual'      # 'visual' | 'image_id': one embedding per image (paper 003)
 
   def __post_init__(self):
-    check_choices(self, {'kind': KINDS, 'normalize': NORMALIZE, 'protocol': PROTOCOLS,
-                         'features': FEATURES})
+    check_choices(self, {'kind': KINDS, 'normalize': NORMALIZE, 'standardize': STANDARDIZE,
+                         'protocol': PROTOCOLS, 'features': FEATURES})
     check_ranges(self, 'data', validation_fraction='[0,1)', holdout_fraction='[0,1)',
                  bias_feature='>=0', split_seed='>=0')
     if self.features == 'image_id' and self.protocol != 'leave_one_out':

@@ -24,9 +24,14 @@ def eval_kwargs(config, data) -> dict:
 
 
 def vocabulary(ds) -> dict:
+  """What vocabulary.json keeps of the training set: its labels, its feature
+  count, and data.standardize's statistics where they shifted its features
+  (annotate.py applies them to new examples)."""
+  shift = getattr(ds, 'standardized', None)  # (streamed shards have none)
   return {'label_names': ds.label_names, 'num_features': ds.num_features,
           'label_parents': None if ds.label_parents is None else ds.label_parents.tolist(),
-          'num_seen_labels': ds.num_seen_labels}
+          'num_seen_labels': ds.num_seen_labels,
+          **({'standardized': shift.to_json()} if shift is not None else {})}
 
 
 def seen_labels_only(ds: SparseDataset, train: SparseDataset) -> SparseDataset:

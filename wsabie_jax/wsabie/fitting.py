@@ -34,6 +34,8 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
   model.ensemble      'one_vs_rest' where the member's d×Y table is small, with
                       '+logistic' where its L-BFGS passes are cheap too
                       (wsabie/linear_member.py `auto`), else 'none'
+  data.standardize    'center' where the training file's features are dense
+                      (resolved as the data is read: data/standardize.py), else 'none'
 
 The rules' constants were chosen on validation splits of a panel of six real
 data sets, then Delicious and the stand-ins: docs/TUNING.md has each one's
@@ -49,10 +51,12 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.config.schema import AUTO
+from wsabie_jax.data import standardize
 from wsabie_jax.wsabie import linear_member, settings, table_reads
 
 FIELDS = ('loss.num_draws', 'loss.kind', 'loss.draws', 'loss.violators', 'loss.rank_estimate',
-          'optim.learning_rate', 'train.positives_per_row', 'train.batch_size', 'model.ensemble')
+          'optim.learning_rate', 'train.positives_per_row', 'train.batch_size', 'model.ensemble',
+          'data.standardize')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +141,12 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
     values['model.ensemble'] = (linear_member.auto(len(train.label_indptr) - 1, train.num_features, Y,
                                                    config.model.score)
                                 if train.num_seen_labels is None else 'none')
+  # As the data layer resolved it reading the training file (a split read with
+  # another data section, as the panel's, by the same density rule: the
+  # normalisation leaves it, the bias feature moves it by under 1/d).
+  shift = getattr(train, 'standardized', None)
+  values['data.standardize'] = (shift.kind if shift is not None
+                                else standardize.resolve(config.data.get('standardize', 'none'), train))
   return {name: value for name, value in values.items() if _get(config, name) == AUTO}
 
 
@@ -162,4 +172,4 @@ def _batch_size(rows: int, steps_per_epoch: int, rules: Rules) -> int:
 
 def _get(config, name: str):
   section, field = name.split('.')
-  return config[section][field]
+  return config[section].get(field)  # (a config written before a field had it)
