@@ -60,9 +60,7 @@ def _data(train: SparseDataset) -> dict:
   rows = np.repeat(np.arange(n, dtype=np.int32), np.diff(train.feat_indptr))
   got = {'T_nxY': targets(train)}
   if n * d <= DENSE_FLOATS:
-    X_nxd = np.zeros((n, d), np.float32)
-    np.add.at(X_nxd, (rows, train.feat_idx), train.feat_val)
-    return {**got, 'X_nxd': X_nxd}
+    return {**got, 'X_nxd': train.dense_features()}
   return {**got, 'rows': rows, 'cols': train.feat_idx.astype(np.int32),
           'vals': train.feat_val.astype(np.float32),
           'by_col': np.argsort(train.feat_idx, kind='stable').astype(np.int32)}

@@ -100,11 +100,12 @@ def load_splits(cfg):
       raise DataError(cfg.test_path, None, 'no examples with labels to test on')
     if test.num_features != train.num_features or test.label_names != train.label_names:
       raise DataError(cfg.test_path, None, 'features or labels differ from the training file')
-  shift = standardize.fit(train, cfg.standardize)  # (the training file's, before the split)
+  # The training file's statistics, before the split; every split below keeps
+  # them (SparseDataset.standardized, through dataclasses.replace).
+  shift = standardize.fit(train, cfg.standardize)
   train, test = preprocess(train, cfg, shift), preprocess(test, cfg, shift)
   if cfg.protocol == 'leave_one_out':
-    train, valid, test = leave_one_out_splits(dataset.concat([train, test]), cfg)
-    return dataclasses.replace(train, standardized=shift), valid, test
+    return leave_one_out_splits(dataset.concat([train, test]), cfg)
   train, valid = dataset.split_validation(train, cfg.validation_fraction, cfg.split_seed)
   if cfg.validation_fraction and valid.num_images == 0:
     raise DataError(_training_data(cfg), None,
@@ -116,8 +117,7 @@ def load_splits(cfg):
                     f'no training examples are left after the validation split '
                     f'(config.data.validation_fraction={cfg.validation_fraction}): lower it')
   if cfg.holdout_fraction:
-    train, valid, test = hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
-    return dataclasses.replace(train, standardized=shift), valid, test
+    return hold_out(train, valid, test, cfg.holdout_fraction, cfg.split_seed)
   return train, valid, test
 
 

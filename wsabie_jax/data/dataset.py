@@ -109,8 +109,8 @@ class SparseDataset:
   # their ranking (CSR like the labels; None elsewhere).
   known_indptr: np.ndarray | None = None
   known_idx: np.ndarray | None = None
-  # data.standardize's statistics (data/standardize.py) where they shifted these
-  # features: the training set carries them into the run's vocabulary.json.
+  # data.standardize's statistics (data/standardize.Standardization) where they
+  # shifted these features: the training set carries them into vocabulary.json.
   standardized: object | None = None
 
   @property
@@ -124,6 +124,13 @@ class SparseDataset:
   def features(self, i: int):
     s, e = self.feat_indptr[i], self.feat_indptr[i + 1]
     return self.feat_idx[s:e], self.feat_val[s:e]
+
+  def dense_features(self) -> np.ndarray:
+    """n×d float32: each image's feature values, zeros where it has none."""
+    X_nxd = np.zeros((self.num_images, self.num_features), np.float32)
+    rows = np.repeat(np.arange(self.num_images), np.diff(self.feat_indptr))
+    np.add.at(X_nxd, (rows, self.feat_idx), self.feat_val)
+    return X_nxd
 
   def labels(self, i: int) -> np.ndarray:
     return self.label_idx[self.label_indptr[i]:self.label_indptr[i + 1]]
@@ -312,4 +319,5 @@ def image_id_features(ds: SparseDataset) -> SparseDataset:
   n = ds.num_images
   return dataclasses.replace(ds, feat_indptr=np.arange(n + 1, dtype=np.int64),
                              feat_idx=np.arange(n, dtype=np.int32),
-                             feat_val=np.ones(n, np.float32), num_features=n)
+                             feat_val=np.ones(n, np.float32), num_features=n,
+                             standardized=None)  # (the visual features' shift no longer applies)

@@ -84,9 +84,7 @@ def apply(ds, standardization: Standardization):
   if ds.num_features != d:
     raise ValueError(f'{ds.num_features:,} features to standardise with statistics of {d:,}')
   n = ds.num_images
-  X = np.zeros((n, d), np.float32)
-  X[np.repeat(np.arange(n), np.diff(ds.feat_indptr)), ds.feat_idx] = ds.feat_val
-  X = (X - standardization.mean_d) / standardization.scale_d
+  X = (ds.dense_features() - standardization.mean_d) / standardization.scale_d
   return dataclasses.replace(
       ds, feat_indptr=np.arange(n + 1, dtype=np.int64) * d,
       feat_idx=np.tile(np.arange(d, dtype=np.int32), n), feat_val=X.ravel(),
