@@ -29,8 +29,8 @@ the best state's path, and is the one tested (train.refit: docs/TUNING.md
 
 Beside WSABIE it trains full-rank linear members (model.ensemble 'auto':
 paper 000's One-vs-Rest where its features × labels table is small, and
-One-vs-Rest logistic regression where its passes over the data are cheap
-too; seconds, counted in the budget) and tests the sum of WSABIE's and one
+One-vs-Rest logistic regression and the L2-loss linear SVM where their
+passes over the data are cheap too; seconds, counted in the budget) and tests the sum of WSABIE's and one
 member's standardised scores, the member and its weight chosen on the
 validation split, WSABIE alone included (Table 7's ensemble;
 wsabie/linear_member.py).

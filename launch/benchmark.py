@@ -46,6 +46,7 @@ Suites:
              with and without the --panel_override changes, scored on the fold.
              python launch/benchmark.py --suite=folds --panel=DIR/medical
              --panel_override=train.refit=True --budget_seconds=60
+             (--folds_peers: the peers on the same folds, the best one's p@1 beside)
   tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
              by matmuls (wsabie/table_reads.py, model.tables): ms/step on each --panel set
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
@@ -119,6 +120,9 @@ _PANEL_ROUND = flags.DEFINE_integer('panel_round', 1, 'Which round of panel_sear
 _PANEL_SEARCH_PEER = flags.DEFINE_bool(
     'panel_search_peer', False, 'panel_search: LightFM (max_sampled 10 and Y) on the same '
     'validation splits, kept at its best of the same validations, beside the candidates.')
+_FOLDS_PEERS = flags.DEFINE_bool(
+    'folds_peers', False, 'folds: the peers (benchmarks/peers.py) trained on the same folds, '
+    "the best one's pooled p@1 printed beside the config's.")
 _ACCELERATOR_TABLES = flags.DEFINE_multi_enum(
     'accelerator_tables', list(accelerator.TABLES), accelerator.TABLES,
     'accelerator: which of its tables to take.')
@@ -144,7 +148,7 @@ def main(argv):
                           parse_overrides(_PANEL_OVERRIDE.value), _PANEL_SEARCH_PEER.value,
                           _PANEL_SEEDS.value, _ACCELERATOR_TABLES.value,
                           [int(y) for y in _ACCELERATOR_LABELS.value] or None,
-                          _ACCELERATOR_WEBSCALE.value)
+                          _ACCELERATOR_WEBSCALE.value, folds_peers=_FOLDS_PEERS.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

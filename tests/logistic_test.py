@@ -1,5 +1,6 @@
-"""baselines/logistic.py: One-vs-Rest logistic regression by L-BFGS, against
-scipy's L-BFGS-B on each label's objective written out in numpy."""
+"""baselines/logistic.py: One-vs-Rest logistic regression and the L2-loss
+linear SVM by L-BFGS, against scipy's L-BFGS-B on each label's objective
+written out in numpy."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,8 +25,9 @@ def _data(seed=0, n=120, d=15, Y=4):
   return dataset.from_lists(rows, labels, d, [f'l{i}' for i in range(Y)])
 
 
-def _reference(ds, C):
-  """Each label's ½‖w‖² + C Σ log(1 + exp(−t w·x)) minimised by scipy, in float64."""
+def _reference(ds, C, loss='log'):
+  """Each label's ½‖w‖² + C Σ ℓ(t w·x) minimised by scipy, in float64: ℓ(m) =
+  log(1 + exp(−m)), or max(0, 1 − m)² (loss 'squared_hinge')."""
   X = np.zeros((ds.num_images, ds.num_features))
   np.add.at(X, (np.repeat(np.arange(ds.num_images), np.diff(ds.feat_indptr)), ds.feat_idx),
             ds.feat_val)
@@ -33,6 +35,9 @@ def _reference(ds, C):
 
   def value_and_grad(w, t):
     margin = t * (X @ w)
+    if loss == 'squared_hinge':
+      slack = np.maximum(0.0, 1.0 - margin)
+      return 0.5 * w @ w + C * np.sum(slack ** 2), w - 2 * C * X.T @ (t * slack)
     value = 0.5 * w @ w + C * np.sum(np.logaddexp(0, -margin))
     return value, w - C * X.T @ (t * scipy.special.expit(-margin))
 
@@ -42,15 +47,26 @@ def _reference(ds, C):
                    for t in T.T], 1)
 
 
+@pytest.mark.parametrize('loss', logistic.LOSSES)
 @pytest.mark.parametrize('C', [0.3, 3.0])
 @pytest.mark.parametrize('dense', [True, False])
-def test_the_weights_are_each_labels_optimum(C, dense, monkeypatch):
+def test_the_weights_are_each_labels_optimum(C, dense, loss, monkeypatch):
   """Dense and non-zero reads of X both reach scipy's optimum label by label."""
   monkeypatch.setattr(logistic, 'DENSE_FLOATS', 2 ** 30 if dense else 0)
   ds = _data()
-  W, iterations = logistic.train_logistic(ds, C, tolerance=1e-6)
+  W, iterations = logistic.train_logistic(ds, C, tolerance=1e-6, loss=loss)
   assert 0 < iterations <= logistic.MAX_ITERATIONS
-  np.testing.assert_allclose(np.asarray(W), _reference(ds, C), atol=2e-3, rtol=2e-3)
+  np.testing.assert_allclose(np.asarray(W), _reference(ds, C, loss), atol=2e-3, rtol=2e-3)
+
+
+def test_the_two_losses_differ_and_a_third_is_refused():
+  """(The optimum above is the loss asked for: the two losses' optima differ.)"""
+  ds = _data(seed=4)
+  log_W, _ = logistic.train_logistic(ds, 1.0, tolerance=1e-6)
+  svm_W, _ = logistic.train_logistic(ds, 1.0, tolerance=1e-6, loss='squared_hinge')
+  assert float(jnp.abs(log_W - svm_W).max()) > 0.1
+  with pytest.raises(ValueError, match="'hinge' is not one of"):
+    logistic.train_logistic(ds, 1.0, loss='hinge')
 
 
 def test_the_non_zeros_gradient_is_the_dense_ones(monkeypatch):

@@ -57,7 +57,7 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
                     'train.positives_per_row': 5,  # a row an image
                     'train.batch_size': 512,  # the split's 4,050 rows / 6 = 675 → 512
                     # 500 features × 374 labels: small; 4,050 images × those: cheap
-                    'model.ensemble': 'one_vs_rest+logistic',
+                    'model.ensemble': 'one_vs_rest+logistic+svm',
                     'data.standardize': 'none'}  # (1.6% of the features an image: sparse)
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
   rules = lambda **knobs: fitting.Rules(**knobs)
@@ -359,13 +359,23 @@ def test_the_peer_table_names_the_best_peer_and_the_reach():
   assert lines[3].endswith('| ahead | 3.0 s |')
 
 
-def test_the_folds_score_every_training_example_once_and_never_read_the_test_file(tmp_path,
-                                                                                 capsys):
+def test_the_folds_score_every_training_example_once_and_never_read_the_test_file(
+    tmp_path, capsys, monkeypatch):
   """launch/benchmark.py --suite=folds: the training file in folds, the config
   and the changed config each run through the loop on the other folds; the
   pooled figures count every training example once; the test file (absent
-  here) is not read; only the changed runs refit."""
+  here) is not read; only the changed runs refit. With peers (a fake pair of
+  them here, each fold's p@1 its own), the best one's p@1 is pooled by the
+  folds' sizes too."""
   from wsabie_jax.benchmarks import folds
+  sizes = []
+
+  def fake_peers(train, fold, log):
+    sizes.append((train.num_images, fold.num_images))
+    k = len(sizes)
+    return [{'peer': 'steady', 'weighting': 'raw', 'p@1': 0.4 + 0.2 * (k == 2)},   # pools 0.5
+            {'peer': 'varies', 'weighting': 'tfidf', 'p@1': 0.1 + 0.7 * (k == 2)}]  # 0.45
+  monkeypatch.setattr(folds.peers_lib, 'run', fake_peers)
   rng = np.random.default_rng(0)
   lines = ['90 12 3']
   for _ in range(90):
@@ -375,9 +385,12 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   (tmp_path / 'train.txt').write_text('\n'.join(lines) + '\n')
   rows = folds.compare([f'libsvm:{tmp_path}/train.txt:{tmp_path}/absent.txt'],
                        {'train.refit': True, 'train.patience': 1, 'train.plateau_drops': 0},
-                       budget=0.0, folds=2)
+                       budget=0.0, folds=2, peers=True)
   (row,) = rows
   assert row['config']['examples'] == row['changed']['examples'] == 90
+  assert sizes == [(45, 45), (45, 45)]
+  assert row['best_peer'] == {'name': 'steady (raw)', 'p@1': pytest.approx(0.5)}
   assert row['config']['refit_steps'] == 0 and row['changed']['refit_steps'] > 0
   assert 0 < row['config']['p@1'] <= 1 and 0 < row['changed']['map'] <= 1
-  assert 'train.refit=True' in capsys.readouterr().out
+  out = capsys.readouterr().out
+  assert 'train.refit=True' in out and 'best peer on the same folds: steady (raw) 0.5000' in out

@@ -1,14 +1,17 @@
-"""One-vs-Rest logistic regression, full batch: for every label y,
+"""One-vs-Rest linear models, full batch: for every label y,
 
-  min_w  ½‖w‖² + C Σ_i log(1 + exp(−t_iy · w·x_i)),  t_iy = ±1,
+  min_w  ½‖w‖² + C Σ_i ℓ(t_iy · w·x_i),  t_iy = ±1,
+  ℓ(m) = log(1 + exp(−m))   ('log': logistic regression)
+  ℓ(m) = max(0, 1 − m)²     ('squared_hinge': the L2-loss linear SVM)
 
-the l2-regularised model scikit-learn's `LogisticRegression` (liblinear) fits
-a label at a time, here all Y at once as one d×Y problem (the labels'
+the l2-regularised models liblinear fits a label at a time (its solvers 0
+and 2; scikit-learn's `LogisticRegression` and `LinearSVC`, the trees'
+nodes in omikuji), here all Y at once as one d×Y problem (the labels'
 problems are independent, so their sum is minimised where each is) by
 L-BFGS (optax.lbfgs, its zoom line search). The intercept is the data's bias
 feature, regularised as liblinear regularises its own. Against paper 000's
-PA-I One-vs-Rest (baselines/linear.py: one pass an example, hinge loss) it
-converges on the whole training split, which on most of the panel's sets
+PA-I One-vs-Rest (baselines/linear.py: one pass an example, hinge loss) they
+converge on the whole training split, which on most of the panel's sets
 ranks better (docs/RESULTS.md "The logistic member").
 
 X·W reads X dense where it is small, else as its non-zeros: a sorted
@@ -29,6 +32,7 @@ from wsabie_jax.data.dataset import SparseDataset
 DENSE_FLOATS = 2 ** 25   # X read dense up to n·d this many floats (128 MiB)
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-3         # stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0‖
+LOSSES = ('log', 'squared_hinge')
 
 
 def _sparse_product(X, W_dxY):
@@ -73,17 +77,21 @@ def targets(train: SparseDataset) -> np.ndarray:
   return T
 
 
-def objective(W_dxY, data: dict, C):
-  """½‖W‖² + C Σ_iy log(1 + exp(−t_iy s_iy)), s = X·W, t = 2T − 1."""
+def objective(W_dxY, data: dict, C, loss: str = 'log'):
+  """½‖W‖² + C Σ_iy ℓ(t_iy s_iy), s = X·W, t = 2T − 1."""
   S_nxY = data['X_nxd'] @ W_dxY if 'X_nxd' in data else _sparse_product(data, W_dxY)
   T_nxY = data['T_nxY']
-  return 0.5 * jnp.sum(W_dxY * W_dxY) + C * jnp.sum(jax.nn.softplus(S_nxY) - T_nxY * S_nxY)
+  if loss == 'log':  # log(1 + e^(−ts)) = softplus(s) − T·s, for T ∈ {0, 1}
+    losses = jax.nn.softplus(S_nxY) - T_nxY * S_nxY
+  else:
+    losses = jnp.square(jax.nn.relu(1.0 - (2.0 * T_nxY - 1.0) * S_nxY))
+  return 0.5 * jnp.sum(W_dxY * W_dxY) + C * jnp.sum(losses)
 
 
-@functools.partial(jax.jit, static_argnames=('iterations',))
-def _minimise(W_dxY, data: dict, C, tolerance, *, iterations: int):
+@functools.partial(jax.jit, static_argnames=('iterations', 'loss'))
+def _minimise(W_dxY, data: dict, C, tolerance, *, iterations: int, loss: str):
   """(W, iterations taken): L-BFGS from W until ‖∇‖ falls to `tolerance` of its start."""
-  value = functools.partial(objective, data=data, C=C)
+  value = functools.partial(objective, data=data, C=C, loss=loss)
   opt = optax.lbfgs()
   value_and_grad = optax.value_and_grad_from_state(value)
   start = jnp.linalg.norm(jax.grad(value)(W_dxY))
@@ -104,9 +112,12 @@ def _minimise(W_dxY, data: dict, C, tolerance, *, iterations: int):
 
 
 def train_logistic(train: SparseDataset, C: float = 1.0, iterations: int = MAX_ITERATIONS,
-                   tolerance: float = TOLERANCE) -> tuple[jax.Array, int]:
-  """(W d×Y, L-BFGS iterations taken) of One-vs-Rest logistic regression on `train`."""
+                   tolerance: float = TOLERANCE, loss: str = 'log') -> tuple[jax.Array, int]:
+  """(W d×Y, L-BFGS iterations taken) of One-vs-Rest logistic regression on
+  `train` (loss 'squared_hinge': the L2-loss linear SVM)."""
+  if loss not in LOSSES:
+    raise ValueError(f'loss {loss!r} is not one of {LOSSES}')
   W, k = _minimise(jnp.zeros((train.num_features, train.num_labels), jnp.float32),
                    jax.tree.map(jnp.asarray, _data(train)), jnp.float32(C),
-                   jnp.float32(tolerance), iterations=iterations)
+                   jnp.float32(tolerance), iterations=iterations, loss=loss)
   return W, int(k)

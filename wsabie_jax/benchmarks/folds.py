@@ -6,6 +6,10 @@ the other folds (its own validation split, schedule and refit, as a user's
 run) and scored on the fold. p@1 and MAP pooled over the folds, so every
 training example is scored once; the test files are not read. Where a
 panel_search round scores a change on one split, this scores the whole run.
+With `peers` (--folds_peers) the extreme-classification libraries
+(benchmarks/peers.py) train on the same folds too, and the best one's pooled
+p@1 is printed beside the config's: ours against them on several times the
+examples of a test file, which is never read.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import ml_collections
 import numpy as np
 
 from wsabie_jax.api import run
-from wsabie_jax.benchmarks import panel
+from wsabie_jax.benchmarks import panel, peers as peers_lib
 from wsabie_jax.data import read_split, settings as data_settings
 from wsabie_jax.data.libsvm import write_libsvm
 
@@ -24,26 +28,34 @@ FOLDS = 5
 
 
 def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/wsabie_mulan.py',
-            folds: int = FOLDS) -> list[dict]:
+            folds: int = FOLDS, peers: bool = False) -> list[dict]:
   """A row a set: pooled p@1 and MAP of the config and of the config with
   `overrides` ({'train.refit': True}), the mean and standard error over folds
-  of their p@1 difference, and each one's mean refit steps."""
+  of their p@1 difference, and each one's mean refit steps; with `peers`, the
+  best peer's pooled p@1 on the same folds ('best_peer')."""
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
     whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
     order = np.random.default_rng(0).permutation(whole.num_images)
-    got = {'config': [], 'changed': []}
+    got, peer_hits = {'config': [], 'changed': []}, {}
     with tempfile.TemporaryDirectory(prefix=f'folds-{name}-') as tmp:
       for f, held in enumerate(np.array_split(order, folds)):
         folder = pathlib.Path(tmp) / str(f)
         folder.mkdir()
-        write_libsvm(whole.subset(np.sort(np.setdiff1d(order, held))), folder / 'train.txt')
-        write_libsvm(whole.subset(np.sort(held)), folder / 'test.txt')
+        rest, fold = whole.subset(np.sort(np.setdiff1d(order, held))), whole.subset(np.sort(held))
+        write_libsvm(rest, folder / 'train.txt')
+        write_libsvm(fold, folder / 'test.txt')
         for key, extra in (('config', {}), ('changed', overrides)):
           m = run.train_and_evaluate(_config(config_path, folder, budget, extra), folder / key)
           got[key].append((m['p@1'], m['map'], m['num_images'], m['refit_steps']))
+        for r in peers_lib.run(rest, fold, log=lambda line: None) if peers else ():
+          key = f'{r["peer"]} ({r["weighting"]})'
+          peer_hits[key] = peer_hits.get(key, 0.0) + r['p@1'] * fold.num_images
     rows.append(_pooled(name, got))
+    if peer_hits:  # (a peer that failed on a fold pools fewer hits: it cannot come out best by it)
+      best = max(peer_hits, key=peer_hits.get)
+      rows[-1]['best_peer'] = {'name': best, 'p@1': peer_hits[best] / whole.num_images}
   print(table(rows, overrides, budget, folds))
   return rows
 
@@ -78,4 +90,9 @@ def table(rows: list[dict], overrides: dict, budget: float, folds: int) -> str:
     lines.append(f'{r["set"]:<12} {c["examples"]:>8}  {c["p@1"]:.4f} / {c["map"]:.4f}  '
                  f'{o["p@1"]:.4f} / {o["map"]:.4f}  {r["p@1_diff"]:>+8.4f} ± {r["p@1_diff_se"]:.4f}'
                  f'  {c["refit_steps"]:>14.0f}, {o["refit_steps"]:>6.0f}')
+    if 'best_peer' in r:
+      peer = r['best_peer']
+      lines.append(f'{"":<12} {"":>8}  best peer on the same folds: {peer["name"]} '
+                   f'{peer["p@1"]:.4f}; the config is '
+                   f'{peers_lib.verdict(c["p@1"], peer["p@1"], c["examples"])}')
   return '\n'.join(lines)

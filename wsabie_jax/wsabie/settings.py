@@ -3,6 +3,7 @@ field (config/schema.py writes their defaults out and reads them back)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Annotated
 
 from wsabie_jax.config.schema import AUTO, UNBOUNDED, MethodSettings, check_choices, check_ranges
@@ -14,7 +15,10 @@ PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 TABLES = ('by_size', 'rows', 'whole', 'labels', 'features')
 DRAWS = ('per_row', 'per_batch')
-ENSEMBLES = ('none', 'one_vs_rest', 'logistic', 'one_vs_rest+logistic')
+ENSEMBLE_MEMBERS = ('one_vs_rest', 'logistic', 'svm')  # (wsabie/linear_member.py MEMBERS)
+# 'none', or members joined by '+' in ENSEMBLE_MEMBERS' order ('one_vs_rest+svm')
+ENSEMBLES = ('none',) + tuple('+'.join(c) for r in range(1, len(ENSEMBLE_MEMBERS) + 1)
+                              for c in itertools.combinations(ENSEMBLE_MEMBERS, r))
 
 
 def draws_can_be_shared(kind: str, sampler: str, score: str, l2: float) -> bool:
@@ -41,20 +45,23 @@ class ModelConfig:
   tables: str = 'by_size'
   # Paper 000 Table 7's ensemble (wsabie/linear_member.py): 'one_vs_rest' trains the
   # paper's One-vs-Rest model (PA-I, C = ensemble_C, ensemble_epochs epochs),
-  # 'logistic' One-vs-Rest logistic regression (C = ensemble_logistic_C), before
-  # WSABIE's steps, and adds its standardised scores at the weight the validation
-  # split picks (0 included); 'one_vs_rest+logistic': both trained, validation
-  # picks the member too; 'auto': those whose cost is small (linear_member.auto).
+  # 'logistic' One-vs-Rest logistic regression (C = ensemble_logistic_C), 'svm' the
+  # L2-loss linear SVM (C = ensemble_svm_C), before WSABIE's steps, and adds its
+  # standardised scores at the weight the validation split picks (0 included);
+  # 'one_vs_rest+logistic' (any '+' of them): each trained, validation picks the
+  # member too; 'auto': those whose cost is small (linear_member.auto).
   ensemble: str = 'none'
   ensemble_C: float = 0.1
   ensemble_epochs: int = 10
   ensemble_logistic_C: float = 1.0  # (scikit-learn's default; liblinear's objective)
+  ensemble_svm_C: float = 1.0       # (liblinear's default)
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,
                          'tables': TABLES, 'ensemble': ENSEMBLES + (AUTO,)})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
-                 ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0')
+                 ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
+                 ensemble_svm_C='>0')
     if self.ensemble not in ('none', AUTO) and self.score != 'dot':
       raise ValueError(f"model ensemble={self.ensemble!r} standardises dot-product scores: it "
                        "needs score='dot'")
