@@ -52,6 +52,9 @@ MAX_LOGISTIC_PRODUCT = 2 ** 31
 # 2 CPU cores, and pay (5 folds of its training file: +0.0029 ± 0.0011 p@1
 # against One-vs-Rest alone beside WSABIE; docs/RESULTS.md "The SVM member").
 MAX_SVM_PRODUCT = 2 ** 33
+# The members baselines/logistic.py fits: kind → (its loss, the model field holding its C)
+LBFGS_MEMBERS = {'logistic': ('log', 'ensemble_logistic_C'),
+                 'svm': ('squared_hinge', 'ensemble_svm_C')}
 
 
 def members(ensemble: str) -> tuple[str, ...]:
@@ -78,10 +81,9 @@ def train(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
   if kind == 'one_vs_rest':
     U = linear.train_linear(train_ds, 'ovr', C=model_cfg.ensemble_C,
                             epochs=model_cfg.ensemble_epochs, seed=seed, average=True)
-  elif kind in ('logistic', 'svm'):
-    loss, C = (('log', model_cfg.ensemble_logistic_C) if kind == 'logistic' else
-               ('squared_hinge', model_cfg.ensemble_svm_C))
-    U, iterations = logistic.train_logistic(train_ds, C=C, loss=loss)
+  elif kind in LBFGS_MEMBERS:
+    loss, C_field = LBFGS_MEMBERS[kind]
+    U, iterations = logistic.train_logistic(train_ds, C=getattr(model_cfg, C_field), loss=loss)
     log.info('model.ensemble: %s took %d L-BFGS iterations', kind, iterations)
   else:
     raise ValueError(f'model.ensemble member {kind!r} is not one of {MEMBERS}')
