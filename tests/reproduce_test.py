@@ -14,9 +14,11 @@ pytestmark = pytest.mark.slow  # every table's runs, small
 # 000-7 and 002-5 are printed by the same runs as 000-2 and 002-3
 # (paper000.baselines_table, paper002.run): one run checks both.
 RUNS = [t for t in by_name.TABLES if t not in ('000-7', '002-5')]
-# Tables whose runs spend more time in steps than compiling them: 002-3 took
-# 24 s compiled with XLA's optimisations and 47 s without (tests/conftest.py).
-STEP_BOUND = ('002-3',)
+# The tables' runs are compiled with XLA's optimisations (tests/conftest.py
+# turns most off): their time is steps as much as compiles. On 2 cores, the
+# nine runs one after another (`pytest -n 0 tests/reproduce_test.py`) took 87 s
+# without them and 57 s with them on a kept compile cache, 153 s and 157 s on
+# an empty one.
 # Tables whose rows fill in half their budget's steps: each reading of the
 # fake clock a longer stride (about half these tests' time is steps; 003-2's
 # small runs validate every 75 steps, so Fig. 1 still gets three draws points).
@@ -36,7 +38,7 @@ def test_every_paper_table_runs_with_every_row_filled(table, tmp_path, monkeypat
   # Small runs end on seconds budgets (samplers 3 s, 000-R1 2 s): on a fake
   # clock they take the same steps and validations on any machine.
   helpers.FakeClock(per_read=CLOCK_READ.get(table, 0.04)).install(monkeypatch)
-  with helpers.optimized(when=table in STEP_BOUND), helpers.skipped_without_wordnet():
+  with helpers.optimized(), helpers.skipped_without_wordnet():
     text = by_name.reproduce(table, tmp_path, small=True)  # paper 002's proxy data reads it
   assert (tmp_path / f'{table}.md').read_text() == text
   rows = table_rows(text)
