@@ -282,8 +282,11 @@ def test_the_local_clusters_processes_stop_when_it_is_killed(tmp_path):
   """SIGKILL of the supervisor: each process is sent SIGTERM (saves, stops)."""
   tmp_path = tmp_path / 'said'
   tmp_path.mkdir()
-  child = _CHILD.replace("print('got'", f"open('{tmp_path}/' + str(__import__('os').getpid()), "
-                         "'w').write(str(got)); print('got'")
+  # Each child writes what it got whole (a rename): one seen half-written read
+  # as an empty file on a loaded machine.
+  child = _CHILD.replace("print('got'", (
+      f"import os; part = '{tmp_path}/.' + str(os.getpid()); open(part, 'w').write(str(got)); "
+      f"os.replace(part, '{tmp_path}/' + str(os.getpid())); print('got'"))
   sup = subprocess.Popen([sys.executable, '-c', _SUPERVISOR, child], cwd=ROOT, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
   try:
@@ -295,12 +298,12 @@ def test_the_local_clusters_processes_stop_when_it_is_killed(tmp_path):
     sup.kill()
     sup.wait(timeout=10)
     deadline = time.monotonic() + 30
-    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+    while len(list(tmp_path.glob('[!.]*'))) < 2 and time.monotonic() < deadline:
       time.sleep(0.05)
   finally:
     sup.kill()
   # (a second SIGTERM may follow the first: training saves once either way)
-  said = [json.loads(p.read_text()) for p in tmp_path.iterdir()]
+  said = [json.loads(p.read_text()) for p in tmp_path.glob('[!.]*')]
   assert len(said) == 2 and all(set(got) == {signal.SIGTERM} for got in said), said
 
 
