@@ -46,7 +46,8 @@ Suites:
              with and without the --panel_override changes, scored on the fold.
              python launch/benchmark.py --suite=folds --panel=DIR/medical
              --panel_override=train.refit=True --budget_seconds=60
-             (--folds_peers: the peers on the same folds, the best one's p@1 beside)
+             (--folds_peers: the peers on the same folds, the best one's p@1 beside;
+             --folds_choice: the member and λ chosen on the other folds beside the config's)
   tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
              by matmuls (wsabie/table_reads.py, model.tables): ms/step on each --panel set
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
@@ -123,6 +124,9 @@ _PANEL_SEARCH_PEER = flags.DEFINE_bool(
 _FOLDS_PEERS = flags.DEFINE_bool(
     'folds_peers', False, 'folds: the peers (benchmarks/peers.py) trained on the same folds, '
     "the best one's pooled p@1 printed beside the config's.")
+_FOLDS_CHOICE = flags.DEFINE_bool(
+    'folds_choice', False, "folds: every (member, λ) of the config's ensemble scored on each "
+    "fold, and each fold's chosen by its MAP on the other folds, beside the config's own choice.")
 _ACCELERATOR_TABLES = flags.DEFINE_multi_enum(
     'accelerator_tables', list(accelerator.TABLES), accelerator.TABLES,
     'accelerator: which of its tables to take.')
@@ -148,7 +152,8 @@ def main(argv):
                           parse_overrides(_PANEL_OVERRIDE.value), _PANEL_SEARCH_PEER.value,
                           _PANEL_SEEDS.value, _ACCELERATOR_TABLES.value,
                           [int(y) for y in _ACCELERATOR_LABELS.value] or None,
-                          _ACCELERATOR_WEBSCALE.value, folds_peers=_FOLDS_PEERS.value)
+                          _ACCELERATOR_WEBSCALE.value, folds_peers=_FOLDS_PEERS.value,
+                          folds_choice=_FOLDS_CHOICE.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

@@ -385,7 +385,7 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   (tmp_path / 'train.txt').write_text('\n'.join(lines) + '\n')
   rows = folds.compare([f'libsvm:{tmp_path}/train.txt:{tmp_path}/absent.txt'],
                        {'train.refit': True, 'train.patience': 1, 'train.plateau_drops': 0},
-                       budget=0.0, folds=2, peers=True)
+                       budget=0.0, folds=2, peers=True, choice=True)
   (row,) = rows
   assert row['config']['examples'] == row['changed']['examples'] == 90
   assert sizes == [(45, 45), (45, 45)]
@@ -394,3 +394,28 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   assert 0 < row['config']['p@1'] <= 1 and 0 < row['changed']['map'] <= 1
   out = capsys.readouterr().out
   assert 'train.refit=True' in out and 'best peer on the same folds: steady (raw) 0.5000' in out
+  # (choice: the config's members beside its model, a pair a fold chosen on the other fold)
+  assert len(row['choice']['picks']) == 2 and 0 < row['choice']['p@1'] <= 1
+  assert 0 < row['choice']['best_fixed']['p@1'] <= 1
+  assert "chosen on the other folds' MAP" in out
+
+
+def test_a_folds_member_and_weight_is_chosen_on_the_other_folds():
+  """--folds_choice's rule: each fold takes the pair best on the other
+  folds' MAP pooled by their sizes (never its own), equals to the first."""
+  from wsabie_jax.benchmarks import folds
+  grid = lambda alone, svm: {(None, 0.0): {'map': alone}, ('svm', 4.0): {'map': svm}}
+  grids = [grid(0.5, 0.9), grid(0.6, 0.5), grid(0.7, 0.6)]
+  # Pooled by size over the other folds: fold 0 sees folds 1 (×1) and 2 (×3), alone
+  # 0.6 + 2.1 = 2.7 against svm 0.5 + 1.8 = 2.3; fold 1 sees 0 and 2, alone 2.6 against
+  # svm 2.7; fold 2 sees 0 and 1, alone 1.1 against svm 1.4.
+  assert folds.chosen_on_other_folds(grids, [1, 1, 3]) == [(None, 0.0), ('svm', 4.0),
+                                                           ('svm', 4.0)]
+  assert folds.chosen_on_other_folds([grid(0.5, 0.5), grid(0.5, 0.5)], [1, 1]) == [(None, 0.0)] * 2
+  # With no override the config runs alone, and its table has the one column
+  row = {'set': 'medical', 'config': {'examples': 333, 'p@1': 0.8, 'map': 0.85, 'refit_steps': 9.0},
+         'choice': {'p@1': 0.82, 'map': 0.86, 'picks': ['svm 4', 'alone 0'],
+                    'best_fixed': {'pair': 'svm 4', 'p@1': 0.83}}}
+  text = folds.table([row], {}, 60.0, 5)
+  assert '(no override)' in text and '0.8200 / 0.8600 against' in text and 'svm 4, alone 0' in text
+  assert 'best one pair on every fold: svm 4 0.8300' in text

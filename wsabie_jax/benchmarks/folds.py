@@ -9,7 +9,11 @@ panel_search round scores a change on one split, this scores the whole run.
 With `peers` (--folds_peers) the extreme-classification libraries
 (benchmarks/peers.py) train on the same folds too, and the best one's pooled
 p@1 is printed beside the config's: ours against them on several times the
-examples of a test file, which is never read.
+examples of a test file, which is never read. With `choice` (--folds_choice)
+every (member, λ) of the config's ensemble grid (wsabie/linear_member.py) is
+scored on each fold too, and each fold's pair chosen by its MAP pooled over
+the other folds: the member and weight chosen on four fifths of the file
+against the config's own choice on a tenth (its validation split).
 """
 from __future__ import annotations
 
@@ -21,24 +25,28 @@ import numpy as np
 
 from wsabie_jax.api import run
 from wsabie_jax.benchmarks import panel, peers as peers_lib
-from wsabie_jax.data import read_split, settings as data_settings
+from wsabie_jax.core import evaluation
+from wsabie_jax.data import batching, load_splits, read_split, settings as data_settings
 from wsabie_jax.data.libsvm import write_libsvm
+from wsabie_jax.wsabie import linear_member
 
 FOLDS = 5
 
 
 def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/wsabie_mulan.py',
-            folds: int = FOLDS, peers: bool = False) -> list[dict]:
+            folds: int = FOLDS, peers: bool = False, choice: bool = False) -> list[dict]:
   """A row a set: pooled p@1 and MAP of the config and of the config with
-  `overrides` ({'train.refit': True}), the mean and standard error over folds
-  of their p@1 difference, and each one's mean refit steps; with `peers`, the
-  best peer's pooled p@1 on the same folds ('best_peer')."""
+  `overrides` ({'train.refit': True}; {}: the config alone), the mean and
+  standard error over folds of their p@1 difference, and each one's mean
+  refit steps; with `peers`, the
+  best peer's pooled p@1 on the same folds ('best_peer'); with `choice`, the
+  config's model and members with the pair chosen on the other folds ('choice')."""
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
     whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
     order = np.random.default_rng(0).permutation(whole.num_images)
-    got, peer_hits = {'config': [], 'changed': []}, {}
+    got, peer_hits, grids = {'config': [], **({'changed': []} if overrides else {})}, {}, []
     with tempfile.TemporaryDirectory(prefix=f'folds-{name}-') as tmp:
       for f, held in enumerate(np.array_split(order, folds)):
         folder = pathlib.Path(tmp) / str(f)
@@ -46,9 +54,11 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
         rest, fold = whole.subset(np.sort(np.setdiff1d(order, held))), whole.subset(np.sort(held))
         write_libsvm(rest, folder / 'train.txt')
         write_libsvm(fold, folder / 'test.txt')
-        for key, extra in (('config', {}), ('changed', overrides)):
+        for key, extra in (('config', {}), ('changed', overrides))[:2 if overrides else 1]:
           m = run.train_and_evaluate(_config(config_path, folder, budget, extra), folder / key)
           got[key].append((m['p@1'], m['map'], m['num_images'], m['refit_steps']))
+        if choice:
+          grids.append(member_grid(folder / 'config'))
         for r in peers_lib.run(rest, fold, log=lambda line: None) if peers else ():
           key = f'{r["peer"]} ({r["weighting"]})'
           peer_hits[key] = peer_hits.get(key, 0.0) + r['p@1'] * fold.num_images
@@ -56,8 +66,47 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
     if peer_hits:  # (a peer that failed on a fold pools fewer hits: it cannot come out best by it)
       best = max(peer_hits, key=peer_hits.get)
       rows[-1]['best_peer'] = {'name': best, 'p@1': peer_hits[best] / whole.num_images}
+    if grids:
+      sizes = [n for _, _, n, _ in got['config']]
+      picks = chosen_on_other_folds(grids, sizes)
+      pooled = lambda chosen, k: sum(g[c][k] * n for g, c, n in zip(grids, chosen, sizes)) / sum(sizes)
+      fixed = max(grids[0], key=lambda key: pooled([key] * len(grids), 'p@1'))
+      name_of = lambda key: f'{key[0] or "alone"} {key[1]:g}'
+      rows[-1]['choice'] = {'p@1': pooled(picks, 'p@1'), 'map': pooled(picks, 'map'),
+                            'picks': [name_of(pick) for pick in picks],
+                            'best_fixed': {'pair': name_of(fixed),
+                                           'p@1': pooled([fixed] * len(grids), 'p@1')}}
   print(table(rows, overrides, budget, folds))
   return rows
+
+
+def member_grid(workdir) -> dict:
+  """{(member, λ): metrics} on a fold's run's test file (the held-out fold):
+  the run's model (its refit where it made one) beside each member of its
+  model.ensemble, trained on the whole training file as the refit's chosen
+  one is, at each weight of linear_member.WEIGHTS ((None, 0): the model alone)."""
+  restored = run.Restored(workdir)
+  whole = ml_collections.ConfigDict(restored.config.to_dict())
+  whole.data.validation_fraction = 0.0
+  train, _, test = load_splits(whole.data)
+  members = linear_member.train_members(whole.model.ensemble, train, whole.model, whole.seed)
+  params = restored.state.params
+  own = (lambda i, v: evaluation.embed(params.V_dxD, i, v)), params.W_YxD[:train.num_labels]
+  return linear_member.choose(own, members, batching.pad_images(test), 'map',
+                              {'ks': panel.KS})[2]
+
+
+def chosen_on_other_folds(grids: list[dict], sizes: list[int], metric: str = 'map') -> list:
+  """Each fold's key of the grids ({(member, λ): metrics}, one a fold): the
+  one whose `metric` pooled over the other folds (by their sizes) is best;
+  of equals, the first in the grid's order (WSABIE alone, then smaller λ)."""
+  picks = []
+  for f, grid in enumerate(grids):
+    pooled = {key: sum(g[key][metric] * n for j, (g, n) in enumerate(zip(grids, sizes)) if j != f)
+              for key in grid}
+    order = list(pooled)
+    picks.append(max(order, key=lambda k: (pooled[k], -order.index(k))))
+  return picks
 
 
 def _config(config_path: str, folder: pathlib.Path, budget: float,
@@ -74,6 +123,8 @@ def _pooled(name: str, got: dict) -> dict:
     n = a[:, 2].sum()
     row[key] = {'p@1': float(a[:, 0] @ a[:, 2] / n), 'map': float(a[:, 1] @ a[:, 2] / n),
                 'examples': int(n), 'refit_steps': float(a[:, 3].mean())}
+  if 'changed' not in got:  # (no override: the config alone)
+    return row
   diff = np.asarray([c[0] - b[0] for b, c in zip(got['config'], got['changed'])])
   row['p@1_diff'] = float(diff.mean())
   row['p@1_diff_se'] = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
@@ -83,16 +134,25 @@ def _pooled(name: str, got: dict) -> dict:
 def table(rows: list[dict], overrides: dict, budget: float, folds: int) -> str:
   changed = ', '.join(f'{k}={v}' for k, v in overrides.items())
   lines = [f'\n{folds} folds of each training file, {budget:g} s a run; pooled p@1 / MAP',
-           f'{"set":<12} {"examples":>8}  {"config":>15}  {changed:>15}  {"Δ p@1 (± se)":>16}'
-           f'  {"refit steps (config, changed)":>29}']
+           f'{"set":<12} {"examples":>8}  {"config":>15}  ' + (
+               f'{changed:>15}  {"Δ p@1 (± se)":>16}  {"refit steps (config, changed)":>29}'
+               if overrides else f'{"":>15}  {"":>16}  {"refit steps":>14}')]
   for r in rows:
-    c, o = r['config'], r['changed']
-    lines.append(f'{r["set"]:<12} {c["examples"]:>8}  {c["p@1"]:.4f} / {c["map"]:.4f}  '
-                 f'{o["p@1"]:.4f} / {o["map"]:.4f}  {r["p@1_diff"]:>+8.4f} ± {r["p@1_diff_se"]:.4f}'
-                 f'  {c["refit_steps"]:>14.0f}, {o["refit_steps"]:>6.0f}')
+    c, o = r['config'], r.get('changed')
+    lines.append(f'{r["set"]:<12} {c["examples"]:>8}  {c["p@1"]:.4f} / {c["map"]:.4f}  ' + (
+        f'{o["p@1"]:.4f} / {o["map"]:.4f}  {r["p@1_diff"]:>+8.4f} ± {r["p@1_diff_se"]:.4f}'
+        f'  {c["refit_steps"]:>14.0f}, {o["refit_steps"]:>6.0f}' if o else
+        f'{"(no override)":>15}  {"":>16}  {c["refit_steps"]:>14.0f}'))
     if 'best_peer' in r:
       peer = r['best_peer']
       lines.append(f'{"":<12} {"":>8}  best peer on the same folds: {peer["name"]} '
                    f'{peer["p@1"]:.4f}; the config is '
                    f'{peers_lib.verdict(c["p@1"], peer["p@1"], c["examples"])}')
+    if 'choice' in r:
+      ch = r['choice']
+      lines.append(f'{"":<12} {"":>8}  the member and λ chosen on the other folds\' MAP: '
+                   f'{ch["p@1"]:.4f} / {ch["map"]:.4f} against the config\'s own choice '
+                   f'{c["p@1"]:.4f} / {c["map"]:.4f} (chosen: {", ".join(ch["picks"])}); the '
+                   f'best one pair on every fold: {ch["best_fixed"]["pair"]} '
+                   f'{ch["best_fixed"]["p@1"]:.4f}')
   return '\n'.join(lines)
