@@ -25,7 +25,6 @@ import numpy as np
 
 from wsabie_jax.api import run
 from wsabie_jax.benchmarks import panel, peers as peers_lib
-from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, load_splits, read_split, settings as data_settings
 from wsabie_jax.data.libsvm import write_libsvm
 from wsabie_jax.wsabie import linear_member
@@ -38,9 +37,9 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
   """A row a set: pooled p@1 and MAP of the config and of the config with
   `overrides` ({'train.refit': True}; {}: the config alone), the mean and
   standard error over folds of their p@1 difference, and each one's mean
-  refit steps; with `peers`, the
-  best peer's pooled p@1 on the same folds ('best_peer'); with `choice`, the
-  config's model and members with the pair chosen on the other folds ('choice')."""
+  refit steps; with `peers`, the best peer's pooled p@1 on the same folds
+  ('best_peer'); with `choice`, the config's model and members with the pair
+  chosen on the other folds ('choice': `_choice`)."""
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
@@ -67,15 +66,7 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
       best = max(peer_hits, key=peer_hits.get)
       rows[-1]['best_peer'] = {'name': best, 'p@1': peer_hits[best] / whole.num_images}
     if grids:
-      sizes = [n for _, _, n, _ in got['config']]
-      picks = chosen_on_other_folds(grids, sizes)
-      pooled = lambda chosen, k: sum(g[c][k] * n for g, c, n in zip(grids, chosen, sizes)) / sum(sizes)
-      fixed = max(grids[0], key=lambda key: pooled([key] * len(grids), 'p@1'))
-      name_of = lambda key: f'{key[0] or "alone"} {key[1]:g}'
-      rows[-1]['choice'] = {'p@1': pooled(picks, 'p@1'), 'map': pooled(picks, 'map'),
-                            'picks': [name_of(pick) for pick in picks],
-                            'best_fixed': {'pair': name_of(fixed),
-                                           'p@1': pooled([fixed] * len(grids), 'p@1')}}
+      rows[-1]['choice'] = _choice(grids, [n for _, _, n, _ in got['config']])
   print(table(rows, overrides, budget, folds))
   return rows
 
@@ -90,9 +81,9 @@ def member_grid(workdir) -> dict:
   whole.data.validation_fraction = 0.0
   train, _, test = load_splits(whole.data)
   members = linear_member.train_members(whole.model.ensemble, train, whole.model, whole.seed)
-  params = restored.state.params
-  own = (lambda i, v: evaluation.embed(params.V_dxD, i, v)), params.W_YxD[:train.num_labels]
-  return linear_member.choose(own, members, batching.pad_images(test), 'map',
+  # (no workdir: the model alone, without the member the run saved)
+  alone = restored.method.scorer(restored.config, restored.vocab, restored.state)
+  return linear_member.choose(alone, members, batching.pad_images(test), 'map',
                               {'ks': panel.KS})[2]
 
 
@@ -102,11 +93,30 @@ def chosen_on_other_folds(grids: list[dict], sizes: list[int], metric: str = 'ma
   of equals, the first in the grid's order (WSABIE alone, then smaller λ)."""
   picks = []
   for f, grid in enumerate(grids):
-    pooled = {key: sum(g[key][metric] * n for j, (g, n) in enumerate(zip(grids, sizes)) if j != f)
-              for key in grid}
-    order = list(pooled)
-    picks.append(max(order, key=lambda k: (pooled[k], -order.index(k))))
+    others = [0 if j == f else n for j, n in enumerate(sizes)]
+    order = list(grid)
+    picks.append(max(order, key=lambda k: (_pooled_at(grids, others, [k] * len(grids), metric),
+                                           -order.index(k))))
   return picks
+
+
+def _pooled_at(grids: list[dict], weights: list[int], keys: list, metric: str) -> float:
+  """`metric` of fold j's grid at keys[j], pooled over the folds by `weights`."""
+  return sum(g[k][metric] * w for g, k, w in zip(grids, keys, weights)) / sum(weights)
+
+
+def _choice(grids: list[dict], sizes: list[int]) -> dict:
+  """The row's 'choice': pooled p@1 and MAP of the pairs chosen on the other
+  folds, the picks, and the one pair best on every fold ('best_fixed')."""
+  picks = chosen_on_other_folds(grids, sizes)
+  every = lambda key: [key] * len(grids)
+  fixed = max(grids[0], key=lambda key: _pooled_at(grids, sizes, every(key), 'p@1'))
+  name_of = lambda key: f'{key[0] or "alone"} {key[1]:g}'
+  return {'p@1': _pooled_at(grids, sizes, picks, 'p@1'),
+          'map': _pooled_at(grids, sizes, picks, 'map'),
+          'picks': [name_of(pick) for pick in picks],
+          'best_fixed': {'pair': name_of(fixed),
+                         'p@1': _pooled_at(grids, sizes, every(fixed), 'p@1')}}
 
 
 def _config(config_path: str, folder: pathlib.Path, budget: float,
