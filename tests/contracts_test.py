@@ -79,7 +79,7 @@ def test_every_method_steps_at_a_lowered_rate_move_that_much_less(spec, override
   scale (accumulators, moments, counters) is the same. Bounds loose enough
   that no projection cuts a step."""
   if spec.startswith('parts'):
-    helpers.wordnet_or_skip()
+    helpers.skip_without_wordnet()
   config = methods.check(configs.load(spec))
   for name, value in overrides.items():
     section, field = name.split('.')

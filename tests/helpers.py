@@ -88,6 +88,16 @@ def wordnet_or_skip():
     return wordnet.load()
 
 
+def skip_without_wordnet() -> None:
+  """The test skipped, as wordnet_or_skip skips it, where Debian's WordNet
+  files are absent; without reading them: a test whose code reads only what
+  the runs keep on disk (wordnet._memo) would pay nltk's 5-9 s load a process
+  for nothing."""
+  from wsabie_jax.data import wordnet
+  with skipped_without_wordnet():
+    wordnet.prepare()
+
+
 @contextlib.contextmanager
 def skipped_without_wordnet():
   """The test skipped, with the error that says how to install it, where the

@@ -135,7 +135,7 @@ def test_every_method_through_every_launch_script(tmp_path):
   above) trains, then evaluate.py and annotate.py read its workdir."""
   from wsabie_jax import methods
   assert sorted(methods.REGISTRY) == ['parts', 'skipgram', 'wsabie']
-  helpers.wordnet_or_skip()
+  helpers.skip_without_wordnet()
   workdir = tmp_path / 'parts'
   _run('launch/train.py', '--config=configs/parts_synthetic.py:shared,iw,small', f'--workdir={workdir}',
        '--config.train.max_steps=20', '--config.proxy.num_valid=50', '--config.proxy.num_test=100')

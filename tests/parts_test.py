@@ -213,7 +213,7 @@ def test_training_ranks_true_pairs_higher():
 def _small_parts_config(arg: str):
   """configs/parts_synthetic.py:<arg>,small with small evaluation sets (skips without WordNet)."""
   from wsabie_jax.api import configs
-  helpers.wordnet_or_skip()
+  helpers.skip_without_wordnet()
   c = configs.load('parts_synthetic:' + arg + ',small')
   c.proxy.update(num_valid=100, num_test=200)
   return c

@@ -89,7 +89,7 @@ def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   'gathered_ahead', built for the whole call before its steps (train.gather_ahead);
   'static_length': each call run by programs of known lengths (train.call_length)."""
   if method == 'parts':
-    helpers.wordnet_or_skip()
+    helpers.skip_without_wordnet()
 
   def config(steps, per_call):
     if spec == 'rows_of_3':  # rows of an image and 3 of its pairs, labels read whole
@@ -261,7 +261,7 @@ def test_every_method_drops_its_rate_on_a_plateau(tmp_path, spec):
   """The loop's drops work on every method's state (patience 1: the first
   validation that is not a new best drops the rate)."""
   if spec.startswith('parts'):
-    helpers.wordnet_or_skip()
+    helpers.skip_without_wordnet()
   c = configs.load(spec)
   c.train.update(max_steps=40, eval_every_steps=2, patience=1, plateau_drops=2,
                  checkpoint_every_steps=1000)
