@@ -45,7 +45,8 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
     name, data = panel.data_config(spec)
     whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
     order = np.random.default_rng(0).permutation(whole.num_images)
-    got, peer_hits, grids = {'config': [], **({'changed': []} if overrides else {})}, {}, []
+    variants = {'config': {}, **({'changed': overrides} if overrides else {})}
+    got, peer_hits, grids = {key: [] for key in variants}, {}, []
     with tempfile.TemporaryDirectory(prefix=f'folds-{name}-') as tmp:
       for f, held in enumerate(np.array_split(order, folds)):
         folder = pathlib.Path(tmp) / str(f)
@@ -53,7 +54,7 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
         rest, fold = whole.subset(np.sort(np.setdiff1d(order, held))), whole.subset(np.sort(held))
         write_libsvm(rest, folder / 'train.txt')
         write_libsvm(fold, folder / 'test.txt')
-        for key, extra in (('config', {}), ('changed', overrides))[:2 if overrides else 1]:
+        for key, extra in variants.items():
           m = run.train_and_evaluate(_config(config_path, folder, budget, extra), folder / key)
           got[key].append((m['p@1'], m['map'], m['num_images'], m['refit_steps']))
         if choice:
