@@ -82,6 +82,9 @@ def test_the_member_file_round_trips_and_a_damaged_one_is_named(tmp_path):
   np.testing.assert_array_equal(got['U_dxY'], U)
   assert got['weight'] == 0.5 and got['kind'] == 'logistic'
   assert not list(tmp_path.glob('*.part*'))
+  (tmp_path / 'alone').mkdir()
+  linear_member.save(tmp_path / 'alone', U, 0.0, 'none')
+  assert linear_member.load(tmp_path / 'alone')['U_dxY'].shape == (0, 0)  # λ 0 keeps no table
   path = tmp_path / linear_member.FILE
   whole = path.read_bytes()
   raw = bytearray(whole)
@@ -134,9 +137,14 @@ def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   assert restored.evaluate()['map'] == pytest.approx(got['map'], abs=1e-6)
   member = linear_member.load(tmp_path)
   assert member['kind'] == got['ensemble_member']
-  linear_member.save(tmp_path, member['U_dxY'], 1.0, member['kind'])
   restored = run.Restored(tmp_path)
   train, _, test = common.load_splits(restored.config)
+  if got['ensemble_weight'] == 0:  # WSABIE alone: the choice kept, no d×Y table
+    assert member['U_dxY'].size == 0
+    member = {'kind': 'one_vs_rest',
+              'U_dxY': linear_member.train('one_vs_rest', train, config.model, config.seed)}
+  linear_member.save(tmp_path, member['U_dxY'], 1.0, member['kind'])
+  restored = run.Restored(tmp_path)
   own = restored.method.scorer(restored.config, restored.vocab, restored.state)
   want = common.evaluate_split(restored.config, train, test,
                                linear_member.combined(own, member['U_dxY'], 1.0), baseline=False)

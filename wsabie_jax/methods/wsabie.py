@@ -126,7 +126,7 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
     kind, weight, _ = linear_member.choose(_scorer(best, seen), trained,
                                            batching.pad_images(valid), config.train.select_metric,
                                            common.eval_kwargs(config, train))
-    U = trained[kind] if kind else next(iter(trained.values()))
+    U = trained[kind] if kind else None  # (λ 0: WSABIE alone, no table kept)
     if weight and state is not best:  # (the refit: trained on the validation split too)
       whole = ml_collections.ConfigDict(config.to_dict())
       whole.data.validation_fraction = 0.0

@@ -141,9 +141,11 @@ def choose(wsabie_scorer, members_dxY: dict, padded_valid, metric: str,
 
 
 def save(workdir, U_dxY, weight: float, kind: str = 'one_vs_rest') -> None:
-  """`FILE` in workdir, written whole or not at all (a rename)."""
+  """`FILE` in workdir, written whole or not at all (a rename). λ = 0 (WSABIE
+  alone chosen) keeps the choice, not the d×Y table: U is stored 0×0."""
   path = pathlib.Path(workdir) / FILE
   part = path.with_suffix('.part.npz')
+  U_dxY = U_dxY if weight else np.zeros((0, 0), np.float32)
   np.savez(part, U_dxY=U_dxY, weight=np.float32(weight), kind=np.str_(kind))
   os.replace(part, path)
 
