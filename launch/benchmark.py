@@ -22,7 +22,9 @@ Suites:
              to LightFM's final test p@1); the Corel5k config's pairs/s; the
              shipped configs end to end with the values each fitted (the
              web-scale epoch too with --accelerator_webscale_shards); the
-             Mulan config's B, 2B and 4B at equal wall-clock.
+             Mulan config's B, 2B and 4B at equal wall-clock; --panel_config on
+             each --panel set beside the peers (the peers suite's) on every CPU
+             thread, and ours' seconds on the device to the best one's p@1.
              python launch/benchmark.py --suite=accelerator --budget_seconds=45
              (--accelerator_tables=grid --accelerator_labels=100000: part of it)
   panel      (by name; needs LightFM) one config file on every data set of a panel
@@ -93,7 +95,8 @@ flags.register_validator('suite', lambda names: not suites.unknown(names),
                          message=f'each suite is one of {", ".join(suites.NAMES)}')
 _BUDGET = flags.DEFINE_float('budget_seconds', 130.0, 'Training budget per system (lightfm suite).')
 _DATA = flags.DEFINE_list('data', ['synthetic', 'corel5k'], 'Data for the lightfm suite.')
-_PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suite.')
+_PANEL = flags.DEFINE_list('panel', ['corel5k'], 'Data sets of the panel suites (and of '
+                           'the accelerator suite\'s panel table).')
 _PANEL_BUDGETS = flags.DEFINE_list('panel_budgets', ['10', '60', '300'], 'Seconds (panel suite).')
 _PANEL_CONFIG = flags.DEFINE_string('panel_config', 'configs/wsabie_mulan.py',
                                     'The one config file of the panel suite.')

@@ -30,6 +30,11 @@ then grid):
            input, test p@1 and the values each fitted to the data and device.
   batches  the Mulan config on Corel5k at its fitted B, 2B and 4B for the
            same wall-clock: whether a larger batch costs p@1 on the device.
+  panel    the Mulan config end to end on each --panel set (debtags:
+           'libsvm:TRAIN:TEST') with the values it fitted, beside the
+           extreme-classification libraries trained to completion on every
+           CPU thread of the host, and the seconds of steps ours takes on
+           the device to reach the best one's test p@1.
 """
 from __future__ import annotations
 
@@ -43,8 +48,8 @@ import jax
 
 from wsabie_jax.data import settings as data_config
 from wsabie_jax.core import evaluation
-from wsabie_jax.data import batching
-from wsabie_jax.benchmarks import timed
+from wsabie_jax.data import batching, load_splits
+from wsabie_jax.benchmarks import panel, timed
 from wsabie_jax.api import configs, run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
 from wsabie_jax.training import settings
@@ -61,7 +66,7 @@ def _grid_data(num_labels: int, small: bool):
 
 GRID_LABELS = (10_000, 100_000, 1_000_000)
 SMALL_GRID_LABELS = (500, 5000)
-TABLES = ('corel5k', 'shipped', 'batches', 'lightfm', 'grid')
+TABLES = ('corel5k', 'shipped', 'batches', 'panel', 'lightfm', 'grid')
 
 
 def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
@@ -281,11 +286,40 @@ def batch_sizes(budget: float, scales=(1, 2, 4), spec: str = 'wsabie_mulan') -> 
   return rows
 
 
+def versus_peers(specs, budget: float, config_path: str = panel.DEFAULT_CONFIG,
+                 threads: int | None = None, peer_names=None) -> list[dict]:
+  """A row a panel set: the config file end to end on it for `budget`
+  seconds (`_end_to_end`, its validation split panel.VALID_FRACTION), then
+  the peers (`peer_names`, all by default) on `threads` threads (None: every
+  CPU thread of the host) and the seconds of steps ours takes on this device
+  to reach the best one's test p@1 (panel.versus_peers)."""
+  threads = threads or os.cpu_count()
+  rows = []
+  for spec in specs:
+    name, data = panel.data_config(spec)
+    valid_data = panel.with_valid(data, panel.VALID_FRACTION)
+    row = _end_to_end(name, f'{pathlib.Path(config_path).stem} on {name}',
+                      panel.on_data(config_path, valid_data, {'train.max_seconds': budget}))
+    cfg, _, config = panel.ours_settings(config_path, valid_data, load_splits(valid_data)[0])
+    test = load_splits(panel.with_valid(config.data, 0.0))[2]
+    found = panel.versus_peers(data, cfg, config, test, threads, peer_names)
+    best, reach = found.get('best_peer'), found.get('seconds_to_best_peer')
+    rows.append({**row, 'threads': threads, **{k: found[k] for k in found if k != 'peers'}})
+    print(f'  {name}: ' + ('no peer installed' if best is None else
+          f'best peer {best["peer"]} ({best["weighting"]}) p@1 {best["p@1"]:.4f} in '
+          f'{best["train_seconds"]:.1f} s on {threads} threads; ours reaches it in '
+          + (f'{reach:.1f} s' if reach is not None else 'more than the time allowed')),
+          flush=True)
+  return rows
+
+
 def run(small: bool, budget: float, steps_per_call: int = 0, tables=TABLES,
-        labels=None, webscale_shards: str = '', shapes=None) -> dict:
+        labels=None, webscale_shards: str = '', shapes=None, panel_specs=('corel5k',),
+        panel_config: str = panel.DEFAULT_CONFIG) -> dict:
   """The `tables` named (of TABLES), the grid at the Ys in `labels` and the
   (B, K) in `shapes` (default all), the loop at `steps_per_call` (0: the
-  default, the platform's: training/settings.py)."""
+  default, the platform's: training/settings.py), the panel table's
+  `panel_config` on `panel_specs` (benchmarks/panel.py's names)."""
   if set(tables) - set(TABLES):
     raise ValueError(f'unknown accelerator tables {sorted(set(tables) - set(TABLES))}: '
                      f'choose from {TABLES}')
@@ -298,6 +332,7 @@ def run(small: bool, budget: float, steps_per_call: int = 0, tables=TABLES,
             'shipped': lambda: shipped(2.0 if small else budget,
                                        SMALL_SHIPPED if small else SHIPPED, webscale_shards),
             'batches': lambda: batch_sizes(2.0 if small else budget, (1, 2) if small else (1, 2, 4)),
+            'panel': lambda: versus_peers(panel_specs, 2.0 if small else budget, panel_config),
             'lightfm': lambda: versus_lightfm(small, budget, steps_per_call),
             'grid': lambda: grid(small, seconds, steps_per_call, labels, shapes)}
   out = {name: makers[name]() for name in TABLES if name in tables}

@@ -134,16 +134,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
           flush=True)
     snapshots = _ours(config, budgets, runs, seeds)
     if with_peers:
-      raw = load_splits(with_valid(ml_collections.ConfigDict(
-          {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}), 0.0))
-      stats['peers'] = peers.run(raw[0], raw[2], threads)
-      best = peers.best(stats['peers'])
-      if best is not None:
-        # ours trained towards the best peer's p@1 for twice its training time (30 s at least)
-        stats.update(best_peer=best, test_images=test.num_images,
-                     seconds_to_best_peer=seconds_to(
-                         cfg, config, batching.pad_images(test), best['p@1'],
-                         within=max(REACH_WITHIN, 2 * best['train_seconds'])))
+      stats.update(versus_peers(data, cfg, config, test, threads))
     lightfm_dim = dim or cfg.model.dim
     if importlib.util.find_spec('lightfm') is None:
       print('  LightFM: skipped (not installed; docs/RESULTS.md says how)', flush=True)
@@ -172,6 +163,25 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
   if any('best_peer' in r for r in rows):
     print(peers.table(rows, REACH_WITHIN))
   return {'rows': rows}
+
+
+def versus_peers(data, cfg, config, test, threads: int, names=None) -> dict:
+  """{'peers': their rows, and where one ran, 'best_peer', 'test_images' and
+  'seconds_to_best_peer'}: the extreme-classification libraries
+  (benchmarks/peers.py; `names`, all by default) trained to completion with
+  `threads` threads on the set's raw and tf-idf features (`data` as the file
+  holds it), then ours (`cfg`, `config`: ours_settings') trained towards the
+  best one's test p@1 for twice its training time (REACH_WITHIN at least)."""
+  raw = load_splits(with_valid(ml_collections.ConfigDict(
+      {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}), 0.0))
+  found = {'peers': peers.run(raw[0], raw[2], threads, names)}
+  best = peers.best(found['peers'])
+  if best is not None:
+    found.update(best_peer=best, test_images=test.num_images,
+                 seconds_to_best_peer=seconds_to(
+                     cfg, config, batching.pad_images(test), best['p@1'],
+                     within=max(REACH_WITHIN, 2 * best['train_seconds'])))
+  return found
 
 
 REACH_AT = 60.0      # LightFM's p@1 at this budget is the target …

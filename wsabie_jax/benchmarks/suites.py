@@ -168,8 +168,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   `panel_seeds`: the panel's seeds for both systems.
   `panel_search_peer`: LightFM on panel_search's validation splits too.
   `accelerator_tables`, `accelerator_labels`: the accelerator suite's tables
-  and its grid's Ys (None: all); `accelerator_webscale`: the web-scale shards
-  for its shipped table ('' leaves them out); `folds_peers`: the peers on the
+  and its grid's Ys (None: all), its panel table on the `panel` sets;
+  `accelerator_webscale`: the web-scale shards for its shipped table ('' leaves them out); `folds_peers`: the peers on the
   folds suite's folds too; `folds_choice`: its member and λ chosen on the other folds."""
   if unknown(suites):
     raise ValueError(f'unknown suites {unknown(suites)}: choose from {NAMES}')
@@ -188,7 +188,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'accelerator' in suites:
     result['accelerator'] = accelerator.run(small, budget_seconds, tables=accelerator_tables,
                                             labels=accelerator_labels,
-                                            webscale_shards=accelerator_webscale)
+                                            webscale_shards=accelerator_webscale,
+                                            panel_specs=panel, panel_config=panel_config)
   if 'panel' in suites:
     from wsabie_jax.benchmarks import panel as panel_lib
     result['panel'] = panel_lib.compare(panel, panel_budgets, config_path=panel_config,
