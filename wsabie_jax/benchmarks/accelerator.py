@@ -1,7 +1,7 @@
 """launch/benchmark.py --suite=accelerator: does the loop feed the device?
 
-Five tables, each printed and returned (corel5k, shipped, batches, lightfm,
-then grid):
+Six tables, each printed and returned (corel5k, shipped, batches, panel,
+lightfm, then grid):
   grid     the step alone (one dispatch a step on a fixed batch), the step
            that gathers and packs that batch on the device from its row ids
            (as each step of the loop's calls does there), the step alone
