@@ -86,6 +86,33 @@ def test_one_vs_rest_blocks_cover_an_epoch_once_and_cap_their_padding():
   assert widest >= 512 and baselines.rows_at(widest) < baselines.BLOCK
 
 
+def _greedy_blocks(order, lengths, rng):
+  """_blocks one example at a time: a block takes the next (by length within
+  its window) while it holds fewer than that one's rows_at."""
+  blocks = []
+  for window in np.split(order, range(baselines.WINDOW, len(order), baselines.WINDOW)):
+    window = window[np.argsort(lengths[window], kind='stable')]
+    width = baselines.width_of(lengths[window])
+    start = 0
+    while start < len(window):
+      end = start + 1
+      while end < len(window) and end - start < baselines.rows_at(width[end]):
+        end += 1
+      blocks.append((window[start:end], int(width[end - 1])))
+      start = end
+  return [blocks[i] for i in rng.permutation(len(blocks))]
+
+
+def test_one_vs_rest_blocks_are_the_greedy_cut():
+  lengths = np.diff(_long_tailed(n=9000).feat_indptr)  # (more than one window)
+  order = np.random.default_rng(0).permutation(len(lengths))
+  got = baselines._blocks(order, lengths, np.random.default_rng(1))
+  want = _greedy_blocks(order, lengths, np.random.default_rng(1))
+  assert [w for _, w in got] == [w for _, w in want] and len(set(w for _, w in got)) > 2
+  for (a, _), (b, _) in zip(got, want):
+    np.testing.assert_array_equal(a, b)
+
+
 def test_one_vs_rest_is_pa1_visiting_the_blocks_order():
   """One epoch of train_linear('ovr') against PA-I in numpy (Crammer et al.
   2006: ℓ_i = |1 − y_i w_i·x|₊, τ_i = min(C, ℓ_i/‖x‖²), w_i += τ_i y_i x for

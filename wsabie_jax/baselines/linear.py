@@ -70,9 +70,9 @@ def width_of(length):
   return np.maximum(MIN_WIDTH, 2 ** np.ceil(np.log2(np.maximum(length, 1))).astype(np.int64))
 
 
-def rows_at(width: int) -> int:
-  """Examples a block of this width holds (one program a width)."""
-  return max(1, min(BLOCK, CELLS // width))
+def rows_at(width):
+  """Examples a block of this width holds (one program a width; an int or an array)."""
+  return np.maximum(1, np.minimum(BLOCK, CELLS // width))
 
 
 def _blocks(order: np.ndarray, lengths: np.ndarray, rng) -> list[tuple[np.ndarray, int]]:
@@ -88,11 +88,15 @@ def _blocks(order: np.ndarray, lengths: np.ndarray, rng) -> list[tuple[np.ndarra
   for window in np.split(order, range(WINDOW, len(order), WINDOW)):
     window = window[np.argsort(lengths[window], kind='stable')]
     width = width_of(lengths[window])  # (non-decreasing: a block's width is its last's)
+    # A block from `start` takes examples while it holds fewer than its last
+    # one's rows_at: it ends at the first e with e − rows_at(width[e]) ≥ start,
+    # a search, as e − rows_at(width[e]) rises with e (rows_at falls as width
+    # grows). (A Python step an example took 0.39 s of host time over
+    # debtags' 10 epochs, hidden behind the device's steps on 2 cores.)
+    last_start = np.arange(len(window)) - rows_at(width)
     start = 0
     while start < len(window):
-      end = start + 1
-      while end < len(window) and end - start < rows_at(width[end]):
-        end += 1
+      end = int(np.searchsorted(last_start, start))
       blocks.append((window[start:end], int(width[end - 1])))
       start = end
   return [blocks[i] for i in rng.permutation(len(blocks))]
