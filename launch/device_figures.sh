@@ -4,7 +4,9 @@
 #      K 1,000) with the step alone from a trained model and both call lengths;
 #   2. the web-scale shards (NTRAIN images) and one epoch streamed from them:
 #      pairs/s, the loop's wait for input, test p@1;
-#   3. the streamed input alone on those shards, 1-8 threads.
+#   3. the streamed input alone on those shards, 1-8 threads;
+#   4. (not with SMALL=1) the accelerator suite's panel table on Corel5k: the
+#      Mulan config end to end beside the peers on every CPU thread.
 #   OUT=dir END=seconds NTRAIN=images WORKERS=n bash launch/device_figures.sh
 # Each step is cut at END seconds from the start; tables and logs go to $OUT.
 # SMALL=1: the same steps at tiny sizes (a minute on a CPU: to try it first).
@@ -38,4 +40,8 @@ timeout "$(left)" $PY launch/train.py $WS --workdir="$RUN" 2>&1 | quiet | tail -
 cp "$RUN/metrics.json" "$OUT/webscale_metrics.json" 2>/dev/null
 echo "== the streamed input alone ($(left) s left)"
 timeout "$(left)" $PY launch/benchmark.py --suite=input $([ "${SMALL:-0}" = 1 ] && echo --small) --accelerator_webscale_shards="$SHARDS" --out="$OUT/input.json" 2>&1 | quiet | tail -5
+if [ "${SMALL:-0}" != 1 ]; then
+  echo "== the panel table on Corel5k, the peers on every thread ($(left) s left)"
+  timeout "$(left)" $PY launch/benchmark.py --suite=accelerator --accelerator_tables=panel --panel=corel5k --budget_seconds=30 --out="$OUT/panel.json" 2>&1 | quiet | grep -v '^step ' | tail -20
+fi
 echo "== done after $(( $(date +%s) - T0 )) s"
