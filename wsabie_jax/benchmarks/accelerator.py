@@ -304,7 +304,7 @@ def versus_peers(specs, budget: float, config_path: str = panel.DEFAULT_CONFIG,
     test = load_splits(panel.with_valid(config.data, 0.0))[2]
     found = panel.versus_peers(data, cfg, config, test, threads, peer_names)
     best, reach = found.get('best_peer'), found.get('seconds_to_best_peer')
-    rows.append({**row, 'threads': threads, **{k: found[k] for k in found if k != 'peers'}})
+    rows.append({**row, 'threads': threads, **found})
     print(f'  {name}: ' + ('no peer installed' if best is None else
           f'best peer {best["peer"]} ({best["weighting"]}) p@1 {best["p@1"]:.4f} in '
           f'{best["train_seconds"]:.1f} s on {threads} threads; ours reaches it in '
