@@ -48,7 +48,7 @@ import jax
 
 from wsabie_jax.data import settings as data_config
 from wsabie_jax.core import evaluation
-from wsabie_jax.data import batching, load_splits
+from wsabie_jax.data import batching
 from wsabie_jax.benchmarks import panel, timed
 from wsabie_jax.api import configs, run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
@@ -297,11 +297,9 @@ def versus_peers(specs, budget: float, config_path: str = panel.DEFAULT_CONFIG,
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
-    valid_data = panel.with_valid(data, panel.VALID_FRACTION)
-    row = _end_to_end(name, f'{pathlib.Path(config_path).stem} on {name}',
-                      panel.on_data(config_path, valid_data, {'train.max_seconds': budget}))
-    cfg, _, config = panel.ours_settings(config_path, valid_data, load_splits(valid_data)[0])
-    test = load_splits(panel.with_valid(config.data, 0.0))[2]
+    row = _end_to_end(name, f'{pathlib.Path(config_path).stem} on {name}', panel.on_data(
+        config_path, panel.with_valid(data, panel.VALID_FRACTION), {'train.max_seconds': budget}))
+    cfg, _, config, (_, test) = panel.ours_on(config_path, data)
     found = panel.versus_peers(data, cfg, config, test, threads, peer_names)
     best, reach = found.get('best_peer'), found.get('seconds_to_best_peer')
     rows.append({**row, 'threads': threads, **found})

@@ -103,6 +103,18 @@ def ours_settings(config_path: str, data, train, overrides: dict | None = None, 
   return wsabie_method.step_config(config, train.num_labels), config.train.batch_size, config
 
 
+def ours_on(config_path: str, data, overrides: dict | None = None):
+  """ours_settings on a panel set's `data` (data_config's), and its (train,
+  test) splits whole. Ours holds out VALID_FRACTION to choose its checkpoint;
+  `fit` sizes B and K from the rest, as a run of the config does; LightFM and
+  the peers train on all of it."""
+  valid_data = with_valid(data, VALID_FRACTION)
+  cfg, batch_size, config = ours_settings(config_path, valid_data, load_splits(valid_data)[0],
+                                          overrides)
+  train, _, test = load_splits(with_valid(config.data, 0.0))
+  return cfg, batch_size, config, (train, test)
+
+
 def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads: int = 2,
             config_path: str = DEFAULT_CONFIG, runs: int = 3,
             overrides: dict | None = None, seeds: int = 1, with_peers: bool = True) -> dict:
@@ -118,13 +130,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
   rows = []
   for spec in specs:
     name, data = data_config(spec)
-    # Ours holds out VALID_FRACTION to choose its checkpoint; `fit` sizes B and
-    # K from the rest, as a run of the config does. LightFM trains on
-    # all of it, with the config's normalisation and bias feature.
-    valid_data = with_valid(data, VALID_FRACTION)
-    cfg, batch_size, config = ours_settings(config_path, valid_data, load_splits(valid_data)[0],
-                                            overrides)
-    train, _, test = load_splits(with_valid(config.data, 0.0))
+    cfg, batch_size, config, (train, test) = ours_on(config_path, data, overrides)
     stats = dict(set=name, labels=train.num_labels, train_images=train.num_images,
                  mean_nnz=float(np.diff(train.feat_indptr).mean()),
                  max_nnz=int(np.diff(train.feat_indptr).max()))

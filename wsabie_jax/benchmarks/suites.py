@@ -169,8 +169,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   `panel_search_peer`: LightFM on panel_search's validation splits too.
   `accelerator_tables`, `accelerator_labels`: the accelerator suite's tables
   and its grid's Ys (None: all), its panel table on the `panel` sets;
-  `accelerator_webscale`: the web-scale shards for its shipped table ('' leaves them out); `folds_peers`: the peers on the
-  folds suite's folds too; `folds_choice`: its member and λ chosen on the other folds."""
+  `accelerator_webscale`: the web-scale shards for its shipped table ('' leaves
+  them out); `folds_peers`: the peers on the folds suite's folds too; `folds_choice`: its member and λ chosen on the other folds."""
   if unknown(suites):
     raise ValueError(f'unknown suites {unknown(suites)}: choose from {NAMES}')
   suites = set(SUITES) | set(suites) if 'all' in suites else set(suites)
