@@ -29,7 +29,7 @@ SCRIPTS = sorted(p.name for p in (ROOT / 'launch').glob('*.py'))
 
 def _env(optimized: bool = False) -> dict:
   """One device, as a user's laptop; `optimized`: XLA's optimisations on (a run whose time is steps)."""
-  return dict(os.environ, XLA_FLAGS='', **(helpers.OPTIMIZED_ENV if optimized else {}))
+  return helpers.one_device_env(**(helpers.OPTIMIZED_ENV if optimized else {}))
 
 
 def _cli(*args, timeout=120, cwd=ROOT, optimized=False):

@@ -42,8 +42,8 @@ def test_notebook_runs_headless(notebook, tmp_path):
   script = tmp_path / f'{notebook.stem}.py'
   script.write_text(_script(notebook))
   # (TMPDIR: the notebooks' temporary workdirs go where pytest removes them)
-  env = dict(os.environ, WSABIE_TINY='1', MPLBACKEND='Agg', XLA_FLAGS='', TMPDIR=str(tmp_path),
-             **(helpers.OPTIMIZED_ENV if notebook.stem in STEP_BOUND else {}))
+  env = helpers.one_device_env(WSABIE_TINY='1', MPLBACKEND='Agg', TMPDIR=str(tmp_path),
+                              **(helpers.OPTIMIZED_ENV if notebook.stem in STEP_BOUND else {}))
   out = subprocess.run([sys.executable, str(script)], cwd=ROOT / 'colabs', env=env,
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]

@@ -2,8 +2,38 @@ import os
 import pathlib
 import tempfile
 
-# Tests see 4 CPU devices (data-parallel tests name them: jax.devices('cpu')).
-os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=4')
+
+def _fast_compile_flags() -> str:
+  """XLA flags that make compiling cheaper, for tests whose time is compiling.
+
+  XLA's older CPU fusion emitters: with optimisations off they compile a step
+  in about half the time (tests/step_test.py's slow-reference cases on one
+  core and an empty compile cache: 29.8 s of compiling with the newer emitters,
+  15.0 s with these; the fast tier on 2 cores, 4 min 15 s and 3 min 9 s). A
+  jaxlib that lacks the flag would stop at it (XLA refuses an unknown flag):
+  only from the jaxlib it was measured on. A test that pins two programs
+  bit-identical compiles as users do (helpers.users_codegen).
+
+  LLVM at its level 1 where a test turns optimisations back on
+  (helpers.optimized: XLA's own passes all run, LLVM's do less): tables 003-2
+  and 004-1 (tests/reproduce_test.py) took 40 s on an empty cache at the
+  users' level 3 and 27 s at level 1, 13 s and 12 s on a kept one.
+  """
+  from importlib import metadata
+  flags = ['--xla_backend_optimization_level=1']
+  try:
+    version = tuple(int(v) for v in metadata.version('jaxlib').split('.')[:2])
+  except (metadata.PackageNotFoundError, ValueError):
+    version = (0, 0)
+  if version >= (0, 10):
+    flags.append('--xla_cpu_use_fusion_emitters=false')
+  return ' '.join(flags)
+
+
+# Tests see 4 CPU devices (data-parallel tests name them: jax.devices('cpu'));
+# tests that launch a one-device run drop the count (helpers.one_device_env).
+os.environ.setdefault('XLA_FLAGS',
+                      f'--xla_force_host_platform_device_count=4 {_fast_compile_flags()}'.strip())
 # On a GPU, pytest -n N starts N processes on one device: each takes memory as
 # it needs it instead of JAX's default 75% of the device at start.
 os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
@@ -52,6 +82,14 @@ def float32_matmuls():
   """helpers.float32_matmuls around a test (`pytest.mark.usefixtures`)."""
   from tests import helpers
   with helpers.float32_matmuls():
+    yield
+
+
+@pytest.fixture
+def users_codegen():
+  """helpers.users_codegen around a test (`pytest.mark.usefixtures`)."""
+  from tests import helpers
+  with helpers.users_codegen():
     yield
 
 

@@ -1,6 +1,7 @@
 """Test shorthands: a WSABIE StepConfig from flat keyword arguments; a random
 ranking problem."""
 import contextlib
+import os
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +60,40 @@ class FakeClock:
     return self
 
 
+@contextlib.contextmanager
+def users_codegen():
+  """XLA's CPU fusion emitters as a user's run has them, not tests/conftest.py's
+  faster-compiling ones: a step compiled alone and the same step
+  inside the loop's call can round an ulp apart under those, so a test that
+  pins them bit-identical (docs/SCALE.md) compiles both as users do. The
+  in-process caches are cleared on the way in (a program kept from another
+  test was built the other way); what it leaves there runs as correctly."""
+  from jax._src import compiler  # (every compile's options pass through it)
+  if '--xla_cpu_use_fusion_emitters=false' not in os.environ.get('XLA_FLAGS', ''):
+    yield
+    return
+  original = compiler.get_compile_options
+
+  def users(*args, env_options_overrides=None, **kwargs):
+    overrides = {**(env_options_overrides or {}), 'xla_cpu_use_fusion_emitters': True}
+    return original(*args, env_options_overrides=overrides, **kwargs)
+
+  jax.clear_caches()
+  compiler.get_compile_options = users
+  try:
+    yield
+  finally:
+    compiler.get_compile_options = original
+
+
+def one_device_env(**env) -> dict:
+  """A launched process's environment on one CPU device, as a user's laptop:
+  tests/conftest.py's XLA flags but its device count, with `env` set."""
+  flags = [f for f in os.environ.get('XLA_FLAGS', '').split()
+           if not f.startswith('--xla_force_host_platform_device_count')]
+  return {**os.environ, 'XLA_FLAGS': ' '.join(flags), **env}
+
+
 # A launched process's environment with XLA's optimisations on, as a user's
 # run has them (tests/conftest.py turns most off, for the subprocesses too):
 # for a run whose time is its steps. cli_test's Ctrl-C case, three runs of
@@ -70,8 +105,8 @@ OPTIMIZED_ENV = {'JAX_DISABLE_MOST_OPTIMIZATIONS': 'false'}
 def optimized(when: bool = True):
   """XLA's optimisations back on (tests/conftest.py turns most off) for a test
   whose time is its steps, not its compiling: a paper table's training runs,
-  a profile of the step's kernels as a user's run fuses them. `when` False:
-  left as they are."""
+  a profile of the step's kernels as a user's run fuses them (every XLA pass;
+  LLVM's at level 1, tests/conftest.py). `when` False: left as they are."""
   was = jax.config.read('jax_disable_most_optimizations')
   jax.config.update('jax_disable_most_optimizations', was and not when)
   try:

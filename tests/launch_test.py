@@ -21,7 +21,7 @@ CONTRACT = ['p@1', 'p@5', 'p@10', 'r@5', 'r@10', 'map', 'auc', 'mean_rank', 'tra
 
 
 def _run(*args):
-  env = dict(os.environ, XLA_FLAGS='')  # one device, as a user's laptop
+  env = helpers.one_device_env()
   out = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
@@ -65,7 +65,7 @@ def test_annotate_prints_label_names(workdir, tmp_path):
 
 
 def test_unknown_config_key_is_an_error(tmp_path):
-  env = dict(os.environ, XLA_FLAGS='')
+  env = helpers.one_device_env()
   out = subprocess.run([sys.executable, 'launch/train.py', '--config=configs/wsabie_synthetic.py:small',
                         f'--workdir={tmp_path}', '--config.train.num_epoch=3'], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=300)

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 import pytest
 
+from tests import helpers
 from wsabie_jax.api import local_cluster as cluster
 
 pytestmark = pytest.mark.slow  # several processes, each a whole training
@@ -284,7 +285,7 @@ def test_skipgram_on_two_processes_saves_and_resumes(tmp_path):
 def test_evaluate_and_annotate_read_a_two_process_workdir(two_processes, tmp_path):
   """One process (one device) reads what two wrote."""
   workdir, _ = two_processes
-  env = dict(os.environ, XLA_FLAGS='', JAX_PLATFORMS='cpu')
+  env = helpers.one_device_env(JAX_PLATFORMS='cpu')
   out = subprocess.run([sys.executable, 'launch/evaluate.py', f'--workdir={workdir}', '--json'], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=TIMEOUT)
   assert out.returncode == 0, out.stderr[-3000:]

@@ -18,6 +18,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from tests import helpers
 from tests.train_test import _latest_state, _tiny_config
 from wsabie_jax import methods
 from wsabie_jax.config.schema import ConfigError
@@ -62,7 +63,7 @@ def test_every_method_config_passes_the_checks():
 
 
 def _cli(*args, timeout=300):
-  env = dict(os.environ, XLA_FLAGS='')
+  env = helpers.one_device_env()
   return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                         text=True, timeout=timeout)
 

@@ -128,6 +128,7 @@ def test_training_streams_from_shards(tmp_path):
 
 
 @pytest.mark.slow  # whole trainings
+@pytest.mark.usefixtures('users_codegen')
 def test_streamed_chunks_equal_one_step_per_call(tmp_path):
   """Shards stream as chunks of 5 stacked batches a call (built a thread ahead):
   bit-identical to one dispatch a step, and resumed mid-call (step 13) too."""

@@ -80,6 +80,7 @@ def _final_state(method: str, config, workdir):
     ('wsabie', 'wsabie_synthetic:small'), ('wsabie', 'adaptive'), ('wsabie', 'rows_of_3'),
     ('wsabie', 'packs_on_device'), ('wsabie', 'gathered_ahead'), ('wsabie', 'static_length'),
     ('skipgram', 'skipgram_synthetic:proposed,small'), ('parts', 'parts_synthetic:shared,iw,small')])
+@pytest.mark.usefixtures('users_codegen')
 def test_many_steps_per_call_equal_one_step_per_call(tmp_path, method, spec):
   """steps_per_call = 5 (a device-resident stream, lax.fori_loop, calls cut at the
   validations every 7 steps) gives bit-identical parameters, optimiser state

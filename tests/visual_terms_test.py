@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 
+from tests import helpers
 from wsabie_jax.features import visual_terms
 from wsabie_jax.data import libsvm
 from wsabie_jax.features import image_folder
@@ -163,7 +164,7 @@ def test_read_tags_errors_name_file_and_line(folder, tmp_path):
 
 
 def _run(*args):
-  out = subprocess.run([sys.executable, *args], cwd=ROOT, env=dict(os.environ, XLA_FLAGS=''),
+  out = subprocess.run([sys.executable, *args], cwd=ROOT, env=helpers.one_device_env(),
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   return out.stdout
