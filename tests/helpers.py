@@ -69,7 +69,8 @@ def users_codegen():
   in-process caches are cleared on the way in (a program kept from another
   test was built the other way); what it leaves there runs as correctly."""
   from jax._src import compiler  # (every compile's options pass through it)
-  if '--xla_cpu_use_fusion_emitters=false' not in os.environ.get('XLA_FLAGS', ''):
+  from tests.conftest import OLDER_EMITTERS
+  if OLDER_EMITTERS not in os.environ.get('XLA_FLAGS', '').split():
     yield
     return
   original = compiler.get_compile_options
@@ -89,8 +90,8 @@ def users_codegen():
 def one_device_env(**env) -> dict:
   """A launched process's environment on one CPU device, as a user's laptop:
   tests/conftest.py's XLA flags but its device count, with `env` set."""
-  flags = [f for f in os.environ.get('XLA_FLAGS', '').split()
-           if not f.startswith('--xla_force_host_platform_device_count')]
+  from wsabie_jax.api import local_cluster
+  flags = local_cluster.flags_but_device_count(os.environ.get('XLA_FLAGS', ''))
   return {**os.environ, 'XLA_FLAGS': ' '.join(flags), **env}
 
 

@@ -36,13 +36,16 @@ def commands(script: str, args: list[str], num_processes: int, port: int) -> lis
            f'--num_processes={num_processes}', f'--process_id={i}'] for i in range(num_processes)]
 
 
+def flags_but_device_count(xla_flags: str) -> list[str]:
+  """XLA_FLAGS' flags, the forced count of CPU devices left out."""
+  return [f for f in xla_flags.split() if not f.startswith('--xla_force_host_platform_device_count')]
+
+
 def environment(devices_per_process: int) -> dict:
   """The processes' environment: CPUs only, `devices_per_process` devices each."""
   env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONUNBUFFERED='1')
-  flags_ = [f for f in env.get('XLA_FLAGS', '').split()
-            if not f.startswith('--xla_force_host_platform_device_count')]
-  env['XLA_FLAGS'] = ' '.join(flags_ + [f'--xla_force_host_platform_device_count='
-                                        f'{devices_per_process}'])
+  env['XLA_FLAGS'] = ' '.join(flags_but_device_count(env.get('XLA_FLAGS', '')) +
+                              [f'--xla_force_host_platform_device_count={devices_per_process}'])
   return env
 
 
