@@ -7,7 +7,8 @@ lowers (jit's and the loop's ahead-of-time calls alike, validation and test
 included); each is then exported for 'cuda' and 'tpu' (`jax.export`, which
 needs no such device). A platform-only op (a CPU custom call outside
 `lax.platform_dependent`, a primitive with no TPU rule) fails here, not on a
-user's Colab TPU.
+user's Colab TPU. Nor may a program hold a table as a constant (a scorer
+jitted around its model's tables: a new program each validation).
 """
 from __future__ import annotations
 
@@ -151,7 +152,21 @@ def all_cases(tmp_path) -> dict:
     names[case] = [name for name, _ in programs]
     for name, closed_jaxpr in programs:
       distinct.setdefault(SIZES.sub('[]', str(closed_jaxpr.jaxpr)), (case, name, closed_jaxpr))
-  return {'names': names, 'skipped': skipped, 'failed': export_failures(distinct)}
+  return {'names': names, 'skipped': skipped, 'failed': export_failures(distinct),
+          'constants': large_constants(distinct)}
+
+
+# Elements a program may hold as a constant: a table closed over by a jitted
+# function is baked into its program (a new program per model: each
+# validation compiled anew; docs/DESIGN.md §1), where it should be an argument.
+MAX_CONSTANT = 1024
+
+
+def large_constants(programs: dict) -> list[str]:
+  """'case: name holds a constant of shape S' for each program with one over MAX_CONSTANT."""
+  return [f'{case}: {name} holds a constant of shape {jax.numpy.shape(c)}'
+          for case, name, closed_jaxpr in programs.values() for c in closed_jaxpr.consts
+          if jax.numpy.size(c) > MAX_CONSTANT]
 
 
 def test_every_program_a_run_compiles_lowers_for_gpu_and_tpu(tmp_path):
@@ -170,6 +185,7 @@ def test_every_program_a_run_compiles_lowers_for_gpu_and_tpu(tmp_path):
       continue
     assert 'many' in found['names'][case], (case, found['names'][case])  # the loop's call
   assert not found['failed'], '\n'.join(found['failed'])
+  assert not found['constants'], '\n'.join(found['constants'])
 
 
 def test_a_cpu_only_op_is_caught():

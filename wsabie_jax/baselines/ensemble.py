@@ -6,6 +6,7 @@ weights scale), the others by grid search on a validation metric.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Callable, Sequence
 
@@ -16,8 +17,14 @@ from wsabie_jax.core import model
 
 
 def wsabie_scores(params: model.Params, score: str = 'dot') -> Callable:
-  V, W = params
-  return jax.jit(lambda idx, val: model.score_all(evaluation.embed(V, idx, val), W, score))
+  # The tables arguments of one program (closed over by a function jitted
+  # here, they would be constants of a new program per model).
+  return functools.partial(_wsabie_scores, *params, score=score)
+
+
+@functools.partial(jax.jit, static_argnames=('score',))
+def _wsabie_scores(V_dxD, W_YxD, feat_idx_BxF, feat_val_BxF, *, score: str):
+  return model.score_all(evaluation.embed(V_dxD, feat_idx_BxF, feat_val_BxF), W_YxD, score)
 
 
 def combine(members: Sequence[Callable], weights: Sequence[float]) -> Callable:
@@ -40,9 +47,11 @@ def fit_weights(members: Sequence[Callable], padded_valid, num_labels: int,
 def scale_free(score_fn: Callable) -> Callable:
   """Scores standardised per image (zero mean, unit variance over labels), so
   members of different scales weigh in as their λ says."""
-  def f(idx, val):
-    s = score_fn(idx, val)
-    return (s - s.mean(1, keepdims=True)) / (s.std(1, keepdims=True) + 1e-6)
-  return f
+  return lambda idx, val: standardised(score_fn(idx, val))
+
+
+def standardised(scores_BxY: jax.Array) -> jax.Array:
+  return ((scores_BxY - scores_BxY.mean(1, keepdims=True))
+          / (scores_BxY.std(1, keepdims=True) + 1e-6))
 
 

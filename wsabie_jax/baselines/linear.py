@@ -151,5 +151,11 @@ def train_linear(train: SparseDataset, kind: str, C: float = 1.0, epochs: int = 
 
 
 def linear_scores(W_dxY: jax.Array):
-  """score_fn(feat_idx_BxF, feat_val_BxF) -> B×Y for evaluation.evaluate_ranking."""
-  return jax.jit(lambda idx, val: jnp.einsum('bf,bfy->by', val, W_dxY[idx]))
+  """score_fn(feat_idx_BxF, feat_val_BxF) -> B×Y for evaluation.evaluate_ranking
+  (W an argument of one program, not a constant of a new one per model)."""
+  return functools.partial(_linear_scores, jnp.asarray(W_dxY))
+
+
+@jax.jit
+def _linear_scores(W_dxY, feat_idx_BxF, feat_val_BxF):
+  return jnp.einsum('bf,bfy->by', feat_val_BxF, W_dxY[feat_idx_BxF])

@@ -8,6 +8,7 @@ held-out labels, with the fitted word table saved to the workdir.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import pathlib
@@ -114,10 +115,16 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
       pure_step=lambda state, batch: skipgram_step.train_step(cfg, tags, state, batch))
 
 
+@functools.partial(jax.jit, static_argnums=0)
+@precision.full_float32
+def _embed(cfg: skipgram_step.SkipGramConfig, tower, feat_idx_BxF, feat_val_BxF) -> jax.Array:
+  return skipgram_step.embed(cfg, tower, feat_idx_BxF, feat_val_BxF)
+
+
 def _scorer(cfg: skipgram_step.SkipGramConfig, state, num_labels: int):
-  tower = state.tower
-  embed = jax.jit(precision.full_float32(lambda i, v: skipgram_step.embed(cfg, tower, i, v)))
-  return embed, state.words_VxD[:num_labels]
+  # The tower an argument of one program: closed over by a function jitted
+  # here, its weights would be constants of a new program each validation.
+  return functools.partial(_embed, cfg, state.tower), state.words_VxD[:num_labels]
 
 
 def _seen(vocab: dict) -> int:

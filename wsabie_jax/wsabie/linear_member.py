@@ -105,12 +105,21 @@ def combined(wsabie_scorer, U_dxY, weight: float):
 
 
 def _weighed(wsabie_scorer, U_dxY):
-  """scores(feat_idx, feat_val, λ) of the ensemble: λ an argument, so one
-  program serves every weight of the grid."""
+  """scores(feat_idx, feat_val, λ) of the ensemble. Every table and λ are
+  arguments of the programs, so one program serves every weight of the grid,
+  every state and every member of a shape (closed over by a function jitted
+  here, they would be constants of a new program each time: a d×Y member
+  is 5M floats on debtags)."""
   embed, W_YxD = wsabie_scorer
-  ours = ensemble.scale_free(lambda i, v: embed(i, v) @ W_YxD.T)
-  theirs = ensemble.scale_free(linear.linear_scores(jnp.asarray(U_dxY)))
-  return jax.jit(lambda i, v, weight: ours(i, v) + weight * theirs(i, v))
+  theirs = linear.linear_scores(U_dxY)
+  return lambda i, v, weight: _summed(embed(i, v), W_YxD, theirs(i, v), weight)
+
+
+@jax.jit
+def _summed(images_BxD, W_YxD, member_BxY, weight):
+  """z(f_WSABIE) + λ · z(x·U)."""
+  return (ensemble.standardised(images_BxD @ W_YxD.T)
+          + weight * ensemble.standardised(member_BxY))
 
 
 def _at(scores, weight: float, wsabie_scorer):

@@ -1,0 +1,77 @@
+"""A validation compiles nothing that the first one did not.
+
+A function jitted around a closure bakes the closure's arrays into its
+program as constants, so a scorer built that way around a model's tables
+is a new program at every validation: skip-gram's tower compiled again at
+each of its validations, and the linear member's scores at each weighing
+(a debtags member alone is 5M floats of constants). The scorers take their
+tables as arguments instead (methods/skipgram.py `_embed`,
+baselines/linear.py `linear_scores`, wsabie/linear_member.py `_weighed`).
+Counted as programs lowered (helpers.compilations_counted), which no
+compile cache hides; tests/lowering_test.py checks that no program of any
+kind of run holds a table as a constant.
+"""
+import jax
+import numpy as np
+import pytest
+
+from tests import helpers
+from wsabie_jax.api import configs, run
+from wsabie_jax.baselines import ensemble
+from wsabie_jax.core import evaluation, model
+from wsabie_jax.data import batching, synthetic
+from wsabie_jax.wsabie import linear_member
+
+STEPS = 40
+
+
+def _lowered(spec: str, every: int, workdir) -> int:
+  """Programs a run lowers from empty in-memory caches, validating every `every` steps."""
+  c = configs.load(spec)
+  c.train.update(max_steps=STEPS, eval_every_steps=every, patience=1000,
+                 checkpoint_every_steps=1000)
+  if 'oov' in c:
+    c.oov.steps = 0
+  jax.clear_caches()
+  with helpers.compilations_counted([]) as lowered:
+    run.train_and_evaluate(c, workdir)
+  return len(lowered)
+
+
+@pytest.mark.slow  # two whole trainings (the parts method's programs: tests/lowering_test.py)
+@pytest.mark.parametrize('spec', ['wsabie_synthetic:small', 'skipgram_synthetic:proposed,small'])
+def test_more_validations_compile_nothing_more(tmp_path, spec):
+  twice = _lowered(spec, STEPS // 2, tmp_path / 'twice')
+  eight_times = _lowered(spec, STEPS // 8, tmp_path / 'eight')
+  assert eight_times == twice
+
+
+def test_weighing_another_member_compiles_nothing(tmp_path):
+  """linear_member.choose on a second state and member of the same shapes
+  (as the panel weighs them at every reading of its reach) lowers nothing."""
+  spec = synthetic.SyntheticSpec(num_labels=30, num_features=120, nnz=6)
+  valid = batching.pad_images(synthetic.generate(spec, 64, split='valid'))
+  rng = np.random.default_rng(0)
+
+  def choose():
+    params = model.Params(rng.standard_normal((120, 8)).astype(np.float32),
+                          rng.standard_normal((30, 8)).astype(np.float32))
+    scorer = (lambda i, v: evaluation.embed(params.V_dxD, i, v)), params.W_YxD
+    members = {'one_vs_rest': rng.standard_normal((120, 30)).astype(np.float32)}
+    return linear_member.choose(scorer, members, valid, 'map', {'ks': (1, 5)})
+
+  choose()
+  with helpers.compilations_counted([]) as lowered:
+    kind, weight, got = choose()
+  assert lowered == [] and len(got) == len(linear_member.WEIGHTS)
+  # and the weighed scores are z(WSABIE's) + λ·z(the member's) (wsabie/linear_member.py)
+  params = model.Params(rng.standard_normal((120, 8)).astype(np.float32),
+                        rng.standard_normal((30, 8)).astype(np.float32))
+  U = rng.standard_normal((120, 30)).astype(np.float32)
+  i, v = valid.feat_idx_nxF[:5], valid.feat_val_nxF[:5]
+  scorer = (lambda a, b: evaluation.embed(params.V_dxD, a, b)), params.W_YxD
+  got = linear_member._weighed(scorer, U)(i, v, np.float32(0.5))
+  ours = ensemble.wsabie_scores(params)(i, v)
+  theirs = np.einsum('bf,bfy->by', v, U[i])
+  z = lambda s: (s - s.mean(1, keepdims=True)) / (s.std(1, keepdims=True) + 1e-6)
+  np.testing.assert_allclose(got, z(np.asarray(ours)) + 0.5 * z(theirs), rtol=1e-4, atol=1e-4)
