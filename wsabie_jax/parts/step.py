@@ -53,6 +53,7 @@ def image_table(cfg: PartsConfig, params: PartsParams) -> jax.Array:
   return params.W_KxD if cfg.model.shared else params.U_KxD
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))  # one program (wsabie/step.py init_state)
 def init_state(key: jax.Array, cfg: PartsConfig, num_features: int) -> PartsState:
   """N(0, 1/√d) init in the ball (paper 002 §4.2)."""
   key_init, key_u, key_steps = jax.random.split(key, 3)

@@ -15,6 +15,7 @@ A batch holds B images with static shapes:
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -40,16 +41,24 @@ class SkipGramState(NamedTuple):
 
 def init_state(key: jax.Array, cfg: SkipGramConfig, words_VxD, max_features: int = 1) -> SkipGramState:
   """Tower initialised at random; words from the (pretrained) table V∪."""
-  key_init, key_steps = jax.random.split(key)
-  dummy = jnp.zeros((1, max_features), jnp.int32)
-  params = cfg.tower.init(key_init, dummy, dummy.astype(jnp.float32))['params']
   words_VxD = jnp.asarray(words_VxD, jnp.float32)
   if words_VxD.shape[1] != cfg.model.widths[-1]:
     raise ValueError(f'the word vectors have {words_VxD.shape[1]} dimensions but the tower '
                      f'ends in {cfg.model.widths[-1]} (config.model.widths)')
-  return SkipGramState(jnp.zeros((), jnp.int32), params, cfg.tower_optimizer.init(params),
-                       words_VxD,
-                       row_optim.init_accumulator(words_VxD.shape[0], cfg.optim.kind,
+  return _init_rest(key, cfg, max_features, words_VxD.shape[0])._replace(words_VxD=words_VxD)
+
+
+# The state but the word table as one program (wsabie/step.py init_state);
+# the table stays out of it (a text embedding's would be copied into the
+# program's output), None in what it returns.
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _init_rest(key: jax.Array, cfg: SkipGramConfig, max_features: int,
+               num_words: int) -> SkipGramState:
+  key_init, key_steps = jax.random.split(key)
+  dummy = jnp.zeros((1, max_features), jnp.int32)
+  params = cfg.tower.init(key_init, dummy, dummy.astype(jnp.float32))['params']
+  return SkipGramState(jnp.zeros((), jnp.int32), params, cfg.tower_optimizer.init(params), None,
+                       row_optim.init_accumulator(num_words, cfg.optim.kind,
                                                   cfg.optim.adagrad_init),
                        key_steps, jnp.ones((), jnp.float32))
 

@@ -42,15 +42,22 @@ class TrainState(NamedTuple):
 
 
 def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState:
+  state = _init_tables(key, num_features, cfg.num_labels, cfg.model.dim, cfg.model.max_norm,
+                       cfg.model.init_std, cfg.optim.kind, cfg.optim.adagrad_init)
+  return state._replace(sampler=objective.initial_sampler(cfg, state.params.W_YxD))
+
+
+# The tables' init as one program, keyed by what it reads (not the ~20 ops of
+# the init run one by one, each compiled on its own at every start:
+# docs/DESIGN.md §1).
+@functools.partial(jax.jit, static_argnums=tuple(range(1, 8)))
+def _init_tables(key, num_features: int, num_labels: int, dim: int, max_norm: float,
+                 init_std: float, optimizer: str, adagrad_init: float) -> TrainState:
   key_init, key_steps = jax.random.split(key)
-  params = model.init_params(key_init, num_features, cfg.num_labels, cfg.model.dim,
-                             cfg.model.max_norm, cfg.model.init_std)
-  acc = lambda n: row_optim.init_accumulator(n, cfg.optim.kind, cfg.optim.adagrad_init)
-  return TrainState(
-      step=jnp.zeros((), jnp.int32), params=params, acc_V_d=acc(num_features),
-      acc_W_Y=acc(cfg.num_labels), key=key_steps,
-      sampler=objective.initial_sampler(cfg, params.W_YxD),
-      rate_scale=jnp.ones((), jnp.float32))
+  params = model.init_params(key_init, num_features, num_labels, dim, max_norm, init_std)
+  acc = lambda n: row_optim.init_accumulator(n, optimizer, adagrad_init)
+  return TrainState(step=jnp.zeros((), jnp.int32), params=params, acc_V_d=acc(num_features),
+                    acc_W_Y=acc(num_labels), key=key_steps, rate_scale=jnp.ones((), jnp.float32))
 
 
 class RowGrads(NamedTuple):

@@ -1,4 +1,9 @@
-"""A validation compiles nothing that the first one did not.
+"""What a run compiles: its state at step 0 is one program, and a validation
+compiles nothing that the first one did not.
+
+The init run as the ops it is made of compiled each op on its own at every
+start (under the launch scripts' compile-cache floor of 0.1 s none of them
+is kept): 34 programs for a one-step WSABIE run, 13 now.
 
 A function jitted around a closure bakes the closure's arrays into its
 program as constants, so a scorer built that way around a model's tables
@@ -7,6 +12,7 @@ each of its validations, and the linear member's scores at each weighing
 (a debtags member alone is 5M floats of constants). The scorers take their
 tables as arguments instead (methods/skipgram.py `_embed`,
 baselines/linear.py `linear_scores`, wsabie/linear_member.py `_weighed`).
+
 Counted as programs lowered (helpers.compilations_counted), which no
 compile cache hides; tests/lowering_test.py checks that no program of any
 kind of run holds a table as a constant.
@@ -15,13 +21,39 @@ import numpy as np
 import pytest
 
 from tests import helpers
+import jax
+
 from wsabie_jax.api import configs, run
 from wsabie_jax.baselines import ensemble
 from wsabie_jax.core import evaluation, model
 from wsabie_jax.data import batching, synthetic
+from wsabie_jax.methods import parts as parts_method
+from wsabie_jax.methods import skipgram as skipgram_method
+from wsabie_jax.parts import step as parts_step
+from wsabie_jax.skipgram import step as skipgram_step
 from wsabie_jax.wsabie import linear_member
+from wsabie_jax.wsabie import step as wsabie_step
 
 STEPS = 40
+
+
+def _programs_to_initialise(init) -> int:
+  with helpers.compilations_counted([]) as lowered:
+    jax.block_until_ready(init())
+  return len(lowered)
+
+
+def test_a_state_at_step_0_is_one_program():
+  """Shapes no other test uses (so no cache holds the ops one by one either)."""
+  key = jax.random.PRNGKey(0)
+  cfg = helpers.step_config(29, optimizer='adagrad', dim=7)
+  assert _programs_to_initialise(lambda: wsabie_step.init_state(key, 41, cfg)) == 1
+  c = configs.load('skipgram_synthetic:proposed,small')
+  sg = skipgram_method.skipgram_config(c, 43, 19)
+  words = np.zeros((23, sg.model.widths[-1]), np.float32)
+  assert _programs_to_initialise(lambda: skipgram_step.init_state(key, sg, words)) == 1
+  pc = parts_method.parts_config(configs.load('parts_synthetic:shared,iw,small'), 31)
+  assert _programs_to_initialise(lambda: parts_step.init_state(key, pc, 37)) == 1
 
 
 def _lowered(spec: str, every: int, workdir) -> int:
