@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from wsabie_jax.core import row_scatter
 
@@ -33,9 +34,15 @@ def init_params(key: jax.Array, num_features: int, num_labels: int,
   """N(0, std²) init, std = 1/√d unless given (paper 000 §3, "Training"; paper
   003 uses 0.01), rescaled into the ball."""
   key_v, key_w = jax.random.split(key)
-  std = std or 1.0 / jnp.sqrt(num_features)
-  V = std * jax.random.normal(key_v, (num_features, dim), jnp.float32)
-  W = std * jax.random.normal(key_w, (num_labels, dim), jnp.float32)
+  # Under jit (a run's init is one program) 1/√d is rounded here, once, and
+  # the draws, their scaling and the projection stay apart (barriers): folded
+  # or fused by XLA they round otherwise, by up to an ulp, than the op-by-op
+  # init the documented figures were measured with.
+  std = std or float(np.float32(1) / np.sqrt(np.float32(num_features)))
+  apart = jax.lax.optimization_barrier
+  V, W = apart((jax.random.normal(key_v, (num_features, dim), jnp.float32),
+                jax.random.normal(key_w, (num_labels, dim), jnp.float32)))
+  V, W = apart((std * V, std * W))
   return Params(project_rows(V, max_norm), project_rows(W, max_norm))
 
 

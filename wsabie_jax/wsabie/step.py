@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from wsabie_jax.wsabie import adaptive_sampler
 from wsabie_jax.core import model
@@ -42,17 +43,18 @@ class TrainState(NamedTuple):
 
 
 def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState:
-  state = _init_tables(key, num_features, cfg.num_labels, cfg.model.dim, cfg.model.max_norm,
-                       cfg.model.init_std, cfg.optim.kind, cfg.optim.adagrad_init)
+  state = _init_tables(key, num_features, cfg.num_labels, cfg.model.dim, cfg.model.init_std,
+                       cfg.optim.kind, np.float32(cfg.model.max_norm),
+                       np.float32(cfg.optim.adagrad_init))
   return state._replace(sampler=objective.initial_sampler(cfg, state.params.W_YxD))
 
 
-# The tables' init as one program, keyed by what it reads (not the ~20 ops of
-# the init run one by one, each compiled on its own at every start:
-# docs/DESIGN.md §1).
-@functools.partial(jax.jit, static_argnums=tuple(range(1, 8)))
-def _init_tables(key, num_features: int, num_labels: int, dim: int, max_norm: float,
-                 init_std: float, optimizer: str, adagrad_init: float) -> TrainState:
+# The tables' init as one program, keyed by the shapes and kinds it reads
+# (the bound and Adagrad's start are values), not the ~20 ops of the init
+# run one by one, each compiled on its own at every start (docs/DESIGN.md §1).
+@functools.partial(jax.jit, static_argnums=tuple(range(1, 6)))
+def _init_tables(key, num_features: int, num_labels: int, dim: int, init_std: float,
+                 optimizer: str, max_norm, adagrad_init) -> TrainState:
   key_init, key_steps = jax.random.split(key)
   params = model.init_params(key_init, num_features, num_labels, dim, max_norm, init_std)
   acc = lambda n: row_optim.init_accumulator(n, optimizer, adagrad_init)
