@@ -64,8 +64,7 @@ def _inits():
 def test_a_state_at_step_0_is_one_program_and_the_op_by_op_init_bit_for_bit():
   """The one program rounds as the ops run one by one did (core/model.py
   init_params keeps draws, scaling and projection apart) where the bound
-  does not bind at step 0, as in every shipped config: no figure measured
-  before moves."""
+  does not bind at step 0."""
   for method, (one_program, op_by_op) in _inits().items():
     assert _programs_to_initialise(one_program) == 1, method
     got, want = one_program(), op_by_op()

@@ -36,8 +36,8 @@ def init_params(key: jax.Array, num_features: int, num_labels: int,
   key_v, key_w = jax.random.split(key)
   # Under jit (a run's init is one program) 1/√d is rounded here, once, and
   # the draws, their scaling and the projection stay apart (barriers): folded
-  # or fused by XLA they round otherwise, by up to an ulp, than the op-by-op
-  # init the documented figures were measured with.
+  # or fused by XLA they would round otherwise, by up to an ulp, than the same
+  # ops run one by one (tests/compiles_test.py pins them equal).
   std = std or float(np.float32(1) / np.sqrt(np.float32(num_features)))
   apart = jax.lax.optimization_barrier
   V, W = apart((jax.random.normal(key_v, (num_features, dim), jnp.float32),
