@@ -1,9 +1,10 @@
 """What a run compiles: its state at step 0 is one program, and a validation
 compiles nothing that the first one did not.
 
-The init run as the ops it is made of compiled each op on its own at every
-start (under the launch scripts' compile-cache floor of 0.1 s none of them
-is kept): 34 programs for a one-step WSABIE run, 13 now.
+The init run as the ops it is made of would compile each op on its own:
+34 programs for a one-step WSABIE run where one program makes 13. And the
+launch scripts keep every program on disk, however quick to compile, so a
+run started again compiles none.
 
 A function jitted around a closure bakes the closure's arrays into its
 program as constants, so a scorer built that way around a model's tables
@@ -17,6 +18,10 @@ Counted as programs lowered (helpers.compilations_counted), which no
 compile cache hides; tests/lowering_test.py checks that no program of any
 kind of run holds a table as a constant.
 """
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -35,6 +40,7 @@ from wsabie_jax.wsabie import linear_member
 from wsabie_jax.wsabie import step as wsabie_step
 
 STEPS = 40
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _programs_to_initialise(init) -> int:
@@ -127,3 +133,45 @@ def test_weighing_another_member_compiles_nothing(tmp_path):
   theirs = np.einsum('bf,bfy->by', v, U[i])
   z = lambda s: (s - s.mean(1, keepdims=True)) / (s.std(1, keepdims=True) + 1e-6)
   np.testing.assert_allclose(got, z(np.asarray(ours)) + 0.5 * z(theirs), rtol=1e-4, atol=1e-4)
+
+
+# Prints last the programs a launched run asked the persistent cache for, and
+# how many of them it found there (JAX's monitoring events).
+_COUNTING = '''
+import atexit, runpy, sys
+import jax.monitoring
+counts = {}
+jax.monitoring.register_event_listener(
+    lambda event, **_: counts.__setitem__(event, counts.get(event, 0) + 1))
+atexit.register(lambda: print('cache', counts.get('/jax/compilation_cache/compile_requests_use_cache', 0),
+                              counts.get('/jax/compilation_cache/cache_hits', 0)))
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name='__main__')
+'''
+
+
+@pytest.mark.slow
+def test_a_run_started_again_compiles_nothing(tmp_path):
+  """The launch scripts keep every program in their cache (api/cli.py
+  `use_compilation_cache`), the small ones too: a second run of the same
+  config and data reads each program back, its first run's ~20 quick
+  compiles (evaluation at each split's shape, the members' averaging, the
+  finiteness checks) included."""
+  env = helpers.one_device_env(WSABIE_JAX_CACHE=str(tmp_path / 'cache'))
+  for name in ('JAX_COMPILATION_CACHE_DIR', 'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS'):
+    env.pop(name, None)  # (tests/conftest.py's; the launch script sets its own)
+
+  def requests_and_hits(workdir) -> tuple[int, int]:
+    out = subprocess.run(
+        [sys.executable, '-c', _COUNTING, 'launch/train.py',
+         '--config=configs/wsabie_mulan.py:small', f'--workdir={workdir}',
+         '--config.train.max_steps=2', '--config.model.ensemble=one_vs_rest',
+         '--config.model.ensemble_epochs=2'], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    _, requests, hits = out.stdout.splitlines()[-1].split()
+    return int(requests), int(hits)
+
+  requests, _ = requests_and_hits(tmp_path / 'first')
+  assert requests >= 20
+  assert requests_and_hits(tmp_path / 'second') == (requests, requests)

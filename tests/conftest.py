@@ -45,9 +45,9 @@ os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
 os.environ.setdefault('WSABIE_JAX_CACHE', os.path.join(tempfile.gettempdir(),
                                                        f'wsabie_jax_test_cache_{os.getuid()}'))
 # The processes tests launch keep every program there too, however quick to
-# compile (JAX reads these two itself; the launch scripts' own setting keeps
-# those over 0.1 s): most of a short run's compiles are small programs, the
-# same in every launched run of a config.
+# compile, as the launch scripts do (JAX reads these two itself, so the
+# notebooks' and the clusters' processes keep them as well): most of a short
+# run's compiles are small programs, the same in every launched run of a config.
 os.environ.setdefault('JAX_COMPILATION_CACHE_DIR', os.environ['WSABIE_JAX_CACHE'])
 os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0')
 
