@@ -61,6 +61,65 @@ def test_the_true_pair_never_ranks_below_itself():
   np.testing.assert_array_equal(np.asarray(ranks), 0)
 
 
+def test_evaluate_over_padded_batches_matches_brute_force_and_compiles_once():
+  """`evaluate` scores every batch at one shape (the last padded with its
+  last row, the padding cut off): each task's metrics equal the ranks
+  counted quadruplet by quadruplet in numpy, for a set of 70 in batches of
+  32 (two full, one padded) and for a set of 5; the second set, of another
+  size, lowers no program."""
+  rng = np.random.default_rng(1)
+  d, K, D, F = 20, 7, 4, 3
+  V, W, T = (rng.normal(size=s).astype(np.float32) for s in ((d, D), (K, D), (K, D)))
+  R = np.stack([rng.integers(0, K, 4), rng.integers(0, K, 4)], 1)
+  couples = np.stack([rng.integers(0, K, 6), rng.integers(0, K, 6)], 1)
+  alpha, offset = 0.3, 100.0
+
+  def quads(n):
+    q = {f'{side}_idx_BxF': rng.integers(0, d, (n, F)).astype(np.int32) for side in ('obj', 'part')}
+    q.update({f'{side}_val_BxF': rng.random((n, F)).astype(np.float32) for side in ('obj', 'part')})
+    q.update(obj_label_B=rng.integers(0, K, n).astype(np.int32),
+             part_label_B=rng.integers(0, K, n).astype(np.int32))
+    return q
+
+  def brute_force(q) -> dict:
+    embed = lambda side: np.einsum('nf,nfd->nd', q[f'{side}_val_BxF'].astype(np.float64),
+                                   V[q[f'{side}_idx_BxF']].astype(np.float64)) @ T.T
+    a, b, lo, lp = embed('obj'), embed('part'), q['obj_label_B'], q['part_label_B']
+    Ro = np.zeros((K, K))
+    Ro[R[:, 0], R[:, 1]] = offset
+    ranks = {'annot': np.concatenate([(a > a[np.arange(len(lo)), lo][:, None]).sum(1),
+                                      (b > b[np.arange(len(lp)), lp][:, None]).sum(1)])}
+    for name, beta, off in (('iw', alpha, np.zeros((K, K))), ('i', 0.0, np.zeros((K, K))),
+                            ('io', 0.0, Ro)):
+      s = lambda n, i, j: a[n, i] + b[n, j] + beta * W[i] @ W[j] + off[i, j]
+      true = [s(n, lo[n], lp[n]) for n in range(len(lo))]
+      ranks[f'{name}_pair'] = [sum(s(n, i, j) > true[n] for i in range(K) for j in range(K))
+                               for n in range(len(lo))]
+      ranks[f'{name}_triplet'] = (
+          [sum(s(n, i, lp[n]) > true[n] for i in range(K)) for n in range(len(lo))]
+          + [sum(s(n, lo[n], j) > true[n] for j in range(K)) for n in range(len(lo))])
+      ranks[f'{name}_couples'] = [sum(s(n, i, j) > true[n] for i, j in couples)
+                                  for n in range(len(lo))]
+    out = {}
+    for task, r in ranks.items():
+      out.update(parts_eval.rank_metrics(np.asarray(r), f'{task}_'))
+    return out
+
+  evaluate = lambda q: parts_eval.evaluate(V, W, T, q, alpha, R, offset=offset, batch_size=32,
+                                           chunk=4, scorings=('iw', 'i', 'io'),
+                                           couples_Cx2=couples)
+  for n in (70, 5):
+    q = quads(n)
+    with helpers.compilations_counted([]) as lowered:
+      got = evaluate(q)
+    want = brute_force(q)
+    assert got.keys() == want.keys()
+    for key in want:
+      np.testing.assert_allclose(got[key], want[key], rtol=1e-12, err_msg=key)
+    if n == 5:
+      assert not lowered
+
+
 def test_rank_metrics():
   m = parts_eval.rank_metrics(np.array([0, 3, 12]), 'x_')
   assert m['x_p@1'] == 1 / 3 and m['x_p@10'] == 2 / 30

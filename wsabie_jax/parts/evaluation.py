@@ -77,6 +77,7 @@ def couple_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK, couples_Cx2)
   return jnp.sum(s_BxC > true_B[:, None], 1)
 
 
+@jax.jit
 def annotation_rank(s_BxK, true_B):
   return jnp.sum(s_BxK > s_BxK[jnp.arange(s_BxK.shape[0]), true_B][:, None], 1)
 
@@ -105,29 +106,53 @@ def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
   R = np.zeros((K, K), np.float32)
   if relations_Rx2 is not None and len(relations_Rx2):
     R[relations_Rx2[:, 0], relations_Rx2[:, 1]] = offset
-  zero, R = jnp.zeros((K, K), jnp.float32), jnp.asarray(R)
-  settings = {'iw': (alpha, zero), 'i': (0.0, zero), 'io': (0.0, R)}
+  couples = None if couples_Cx2 is None else jnp.asarray(couples_Cx2)
   n = len(quads['obj_label_B'])
   ranks: dict[str, list] = {}
   for start in range(0, n, batch_size):
-    sl = slice(start, start + batch_size)
-    a = model.score_all(model.embed_images(V_dxD[quads['obj_idx_BxF'][sl]], quads['obj_val_BxF'][sl]),
-                        T_KxD, 'dot')
-    b = model.score_all(model.embed_images(V_dxD[quads['part_idx_BxF'][sl]], quads['part_val_BxF'][sl]),
-                        T_KxD, 'dot')
-    lo, lp = jnp.asarray(quads['obj_label_B'][sl]), jnp.asarray(quads['part_label_B'][sl])
-    ranks.setdefault('annot', []).append(np.concatenate([annotation_rank(a, lo), annotation_rank(b, lp)]))
-    for name in scorings:
-      beta, off = settings[name]
-      ranks.setdefault(f'{name}_pair', []).append(pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk))
-      ro, rp = triplet_ranks(a, b, W_KxD, lo, lp, beta, off)
-      ranks.setdefault(f'{name}_triplet', []).append(np.concatenate([ro, rp]))
-      if couples_Cx2 is not None:
-        ranks.setdefault(f'{name}_couples', []).append(
-            couple_ranks(a, b, W_KxD, lo, lp, beta, off, jnp.asarray(couples_Cx2)))
+    # every batch batch_size rows (the last one's tail repeats its last row,
+    # and is cut off below): one program for every batch of every split
+    rows = np.minimum(np.arange(start, start + batch_size), n - 1)
+    got = _batch_ranks(V_dxD, W_KxD, T_KxD, {k: quads[k][rows] for k in _QUAD_FIELDS},
+                       jnp.float32(alpha), R, couples, scorings=tuple(scorings), chunk=chunk)
+    real = min(batch_size, n - start)
+    for task, (first, second) in jax.device_get(got).items():
+      ranks.setdefault(task, []).append(np.concatenate([first[:real], second[:real]]))
   out = {}
   for task, parts in ranks.items():
-    out.update(rank_metrics(np.concatenate([np.asarray(p) for p in parts]), f'{task}_'))
+    out.update(rank_metrics(np.concatenate(parts), f'{task}_'))
+  return out
+
+
+_QUAD_FIELDS = ('obj_idx_BxF', 'obj_val_BxF', 'part_idx_BxF', 'part_val_BxF', 'obj_label_B',
+                'part_label_B')
+
+
+@functools.partial(jax.jit, static_argnames=('scorings', 'chunk'))
+@precision.full_float32
+def _batch_ranks(V_dxD, W_KxD, T_KxD, batch: dict, alpha, R_KxK, couples_Cx2, *, scorings,
+                 chunk: int) -> dict:
+  """{task: (ranks, ranks)} of one batch of quadruplets: annotation (Lo's by
+  a, Lp's by b) and each scoring's pair, triplet (Lo given Lp, Lp given Lo)
+  and couples (where `couples_Cx2` is given); pair and couples hold one
+  rank a quadruplet, their second entry empty. One program: run op by op,
+  a batch compiled some hundred small ones."""
+  a = model.score_all(model.embed_images(V_dxD[batch['obj_idx_BxF']], batch['obj_val_BxF']),
+                      T_KxD, 'dot')
+  b = model.score_all(model.embed_images(V_dxD[batch['part_idx_BxF']], batch['part_val_BxF']),
+                      T_KxD, 'dot')
+  lo, lp = batch['obj_label_B'], batch['part_label_B']
+  zero = jnp.zeros_like(R_KxK)
+  settings = {'iw': (alpha, zero), 'i': (0.0, zero), 'io': (0.0, R_KxK)}
+  out = {'annot': (annotation_rank(a, lo), annotation_rank(b, lp))}
+  for name in scorings:
+    beta, off = settings[name]
+    pair = pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk)
+    out[f'{name}_pair'] = (pair, pair[:0])
+    out[f'{name}_triplet'] = triplet_ranks(a, b, W_KxD, lo, lp, beta, off)
+    if couples_Cx2 is not None:
+      couple = couple_ranks(a, b, W_KxD, lo, lp, beta, off, couples_Cx2)
+      out[f'{name}_couples'] = (couple, couple[:0])
   return out
 
 

@@ -21,6 +21,7 @@ and λ), where evaluate and annotate read it.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pathlib
@@ -125,8 +126,13 @@ def _summed(images_BxD, W_YxD, member_BxY, weight):
 def _at(scores, weight: float, wsabie_scorer):
   """The (embed_fn, labels) pair of `scores` at a weight λ > 0."""
   weight_ = jnp.float32(weight)
-  return (lambda i, v: scores(i, v, weight_)), jnp.eye(wsabie_scorer[1].shape[0],
-                                                       dtype=jnp.float32)
+  return (lambda i, v: scores(i, v, weight_)), _identity(wsabie_scorer[1].shape[0])
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _identity(num_labels: int):
+  """The Y×Y identity: one program (jnp.eye run op by op is five)."""
+  return jnp.eye(num_labels, dtype=jnp.float32)
 
 
 def choose(wsabie_scorer, members_dxY: dict, padded_valid, metric: str,
