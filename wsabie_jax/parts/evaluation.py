@@ -106,6 +106,7 @@ def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
   R = np.zeros((K, K), np.float32)
   if relations_Rx2 is not None and len(relations_Rx2):
     R[relations_Rx2[:, 0], relations_Rx2[:, 1]] = offset
+  R = jnp.asarray(R)  # (on the device once, not at every batch)
   couples = None if couples_Cx2 is None else jnp.asarray(couples_Cx2)
   n = len(quads['obj_label_B'])
   ranks: dict[str, list] = {}
