@@ -117,8 +117,8 @@ def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
     got = _batch_ranks(V_dxD, W_KxD, T_KxD, {k: quads[k][rows] for k in _QUAD_FIELDS},
                        jnp.float32(alpha), R, couples, scorings=tuple(scorings), chunk=chunk)
     real = min(batch_size, n - start)
-    for task, (first, second) in jax.device_get(got).items():
-      ranks.setdefault(task, []).append(np.concatenate([first[:real], second[:real]]))
+    for task, each in jax.device_get(got).items():
+      ranks.setdefault(task, []).extend(r[:real] for r in each)
   out = {}
   for task, parts in ranks.items():
     out.update(rank_metrics(np.concatenate(parts), f'{task}_'))
@@ -133,11 +133,10 @@ _QUAD_FIELDS = ('obj_idx_BxF', 'obj_val_BxF', 'part_idx_BxF', 'part_val_BxF', 'o
 @precision.full_float32
 def _batch_ranks(V_dxD, W_KxD, T_KxD, batch: dict, alpha, R_KxK, couples_Cx2, *, scorings,
                  chunk: int) -> dict:
-  """{task: (ranks, ranks)} of one batch of quadruplets: annotation (Lo's by
-  a, Lp's by b) and each scoring's pair, triplet (Lo given Lp, Lp given Lo)
-  and couples (where `couples_Cx2` is given); pair and couples hold one
-  rank a quadruplet, their second entry empty. One program: run op by op,
-  a batch compiled some hundred small ones."""
+  """{task: (ranks, …)} of one batch of quadruplets: annotation (Lo's by a,
+  Lp's by b), and each scoring's pair, triplet (Lo given Lp, Lp given Lo)
+  and couples (where `couples_Cx2` is given). One program: run op by op, a
+  batch compiled some hundred small ones."""
   a = model.score_all(model.embed_images(V_dxD[batch['obj_idx_BxF']], batch['obj_val_BxF']),
                       T_KxD, 'dot')
   b = model.score_all(model.embed_images(V_dxD[batch['part_idx_BxF']], batch['part_val_BxF']),
@@ -148,12 +147,10 @@ def _batch_ranks(V_dxD, W_KxD, T_KxD, batch: dict, alpha, R_KxK, couples_Cx2, *,
   out = {'annot': (annotation_rank(a, lo), annotation_rank(b, lp))}
   for name in scorings:
     beta, off = settings[name]
-    pair = pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk)
-    out[f'{name}_pair'] = (pair, pair[:0])
+    out[f'{name}_pair'] = (pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk),)
     out[f'{name}_triplet'] = triplet_ranks(a, b, W_KxD, lo, lp, beta, off)
     if couples_Cx2 is not None:
-      couple = couple_ranks(a, b, W_KxD, lo, lp, beta, off, couples_Cx2)
-      out[f'{name}_couples'] = (couple, couple[:0])
+      out[f'{name}_couples'] = (couple_ranks(a, b, W_KxD, lo, lp, beta, off, couples_Cx2),)
   return out
 
 

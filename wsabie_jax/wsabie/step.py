@@ -51,7 +51,7 @@ def init_state(key: jax.Array, num_features: int, cfg: StepConfig) -> TrainState
 
 # The tables' init as one program, keyed by the shapes and kinds it reads
 # (the bound and Adagrad's start are values), not the ~20 ops of the init
-# run one by one, each compiled on its own at every start (docs/DESIGN.md §1).
+# run one by one, each a program of its own (docs/DESIGN.md §1).
 @functools.partial(jax.jit, static_argnums=tuple(range(1, 6)))
 def _init_tables(key, num_features: int, num_labels: int, dim: int, init_std: float,
                  optimizer: str, max_norm, adagrad_init) -> TrainState:
