@@ -2,6 +2,8 @@
 data-agnostic config's rules, the ratio table."""
 import pathlib
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
@@ -279,6 +281,26 @@ def test_step_profile_ranks_the_kernels(tmp_path):
     if ab is not None:
       assert ab['xla_ms'] > 0 and ab['native_ms'] > 0
       assert ab['ratio_iqr'][0] <= ab['ratio'] <= ab['ratio_iqr'][1]
+
+
+def test_each_kernel_is_named_by_its_line_of_the_compiled_program():
+  """step_profile._ops_of (one pass over XLA's text) gives each instruction the
+  op and shape a search of the text for its line gives (the slow reference)."""
+  from wsabie_jax.benchmarks import step_profile
+
+  def op_of(hlo, name):  # the line `%name = …` or `ROOT %name = …`, searched for
+    for line in hlo.splitlines():
+      if line.lstrip().startswith((f'%{name} = ', f'ROOT %{name} = ')):
+        op = line.split('op_name="', 1)[1].split('"', 1)[0].split('/')[-1] \
+            if 'op_name="' in line else ''
+        return f'{op} {line.split("= ", 1)[1].split(" ", 1)[0]}'
+
+  f = jax.jit(lambda a, b: jnp.tanh(a @ b).sum(axis=0) + jnp.cumsum(b[0]))
+  hlo = f.lower(jnp.ones((8, 4)), jnp.ones((4, 16))).compile().as_text()
+  ops = step_profile._ops_of(hlo)
+  assert len(ops) > 3 and any(op.startswith('dot_general f32[8,16]') for op in ops.values()), ops
+  for name, op in ops.items():
+    assert op == op_of(hlo, name), (name, op)
 
 
 def test_ours_repeats_a_short_run_at_any_budget(monkeypatch):

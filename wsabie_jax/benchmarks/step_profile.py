@@ -101,23 +101,29 @@ def kernels(cfg, stream, num_features: int, calls: int = 5,
         state, _ = call(state, batches)
       jax.block_until_ready(state)
     events = json.load(gzip.open(glob.glob(f'{folder}/**/*.trace.json.gz', recursive=True)[0]))
+  ops = _ops_of(hlo)
   micros = collections.Counter()
   for e in events['traceEvents']:
-    if e.get('ph') == 'X' and e['name'] in hlo and 'Thunk' not in e['name']:
+    if e.get('ph') == 'X' and e['name'] in ops:
       micros[e['name']] += e.get('dur', 0)
-  return [(name, us / 1e3 / (calls * steps), _op_of(hlo, name))
-          for name, us in micros.most_common(TOP)]
+  return [(name, us / 1e3 / (calls * steps), ops[name]) for name, us in micros.most_common(TOP)]
 
 
-def _op_of(hlo: str, name: str) -> str:
-  """The source op and output shape XLA's line for kernel `name` names."""
+def _ops_of(hlo: str) -> dict[str, str]:
+  """{instruction: its source op and output shape} of every line of XLA's
+  text (`%name = SHAPE op(…), metadata={op_name="…/op"}`): a trace's events
+  are matched against it by name, one lookup each (a search of the whole text
+  an event took seconds a traced call)."""
+  ops = {}
   for line in hlo.splitlines():
-    if line.lstrip().startswith(f'%{name} = ') or line.lstrip().startswith(f'ROOT %{name} = '):
-      shape = line.split('= ', 1)[1].split(' ', 1)[0]
-      op = line.split('op_name="', 1)[1].split('"', 1)[0].split('/')[-1] if 'op_name="' in line \
-          else ''
-      return f'{op} {shape}'
-  return ''
+    line = line.lstrip().removeprefix('ROOT ')
+    if not line.startswith('%') or ' = ' not in line:
+      continue
+    name, rest = line[1:].split(' = ', 1)
+    op = line.split('op_name="', 1)[1].split('"', 1)[0].split('/')[-1] if 'op_name="' in line \
+        else ''
+    ops[name] = f'{op} {rest.split(" ", 1)[0]}'
+  return ops
 
 
 def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
