@@ -31,6 +31,9 @@ def test_pair_ranks_match_brute_force_over_k_squared(integers):
     want = [sum(f(q, i, j) > f(q, lo[q], lp[q]) for i, j in itertools.product(range(K), repeat=2))
             for q in range(B)]
     np.testing.assert_array_equal(got, want)
+    if beta == 0.0 and not offset.any():  # the "Image" scoring: its sorted count too
+      np.testing.assert_array_equal(parts_eval.sum_pair_ranks(*map(jnp.asarray, (a, b, lo, lp))),
+                                    want)
     if integers:  # the fixture has ties with the true pair
       assert any(sum(f(q, i, j) == f(q, lo[q], lp[q]) for i, j in
                      itertools.product(range(K), repeat=2)) > 1 for q in range(B))
@@ -40,6 +43,21 @@ def test_pair_ranks_match_brute_force_over_k_squared(integers):
                                        for q in range(B)])
     np.testing.assert_array_equal(rp, [sum(f(q, lo[q], j) > f(q, lo[q], lp[q]) for j in range(K))
                                        for q in range(B)])
+
+
+@pytest.mark.parametrize('K', [1, 2, 257])
+def test_the_sorted_count_is_the_grids_at_beta_zero(K):
+  """sum_pair_ranks (a binary search a part label) counts what pair_ranks'
+  K² grid counts when pairs score a_i + b_j, float32 round-off and ties
+  (scores on a grid of quarters) included, at sizes around the search's steps."""
+  rng = np.random.default_rng(K)
+  B = 16
+  a, b = (jnp.asarray(np.round(rng.normal(size=(B, K)) * 4) / 4 + rng.normal(size=(B, 1)) * 1e3,
+                      jnp.float32) for _ in range(2))
+  lo, lp = (jnp.asarray(rng.integers(0, K, B), jnp.int32) for _ in range(2))
+  grid = parts_eval.pair_ranks(a, b, jnp.ones((K, 3)), lo, lp, 0.0, jnp.zeros((K, K)), chunk=64)
+  np.testing.assert_array_equal(parts_eval.sum_pair_ranks(a, b, lo, lp), grid)
+  assert K == 1 or np.asarray(grid).max() > 0
 
 
 def test_the_true_pair_never_ranks_below_itself():

@@ -11,7 +11,9 @@ training part-of relations:
 
 Ranks count the candidates scored strictly higher. The K² count runs on
 device over chunks of C object labels (B×C×K scores at a time, never B×K²),
-so nothing of size K² per quadruplet is ever held. p@k = 1{rank < k}/k and
+so nothing of size K² per quadruplet is ever held; under the Image scoring
+(β = 0, no offset) a pair scores a_i + b_j, and the count is a binary search
+per part label over a sorted (`sum_pair_ranks`, K log K). p@k = 1{rank < k}/k and
 MAP = mean 1/(rank + 1), as paper 002 defines them for one correct answer.
 """
 from __future__ import annotations
@@ -52,6 +54,31 @@ def pair_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK, chunk: int = 6
 
   total_B, _ = jax.lax.scan(count, jnp.zeros((B,), jnp.int32), (rows, rows_valid))
   return total_B
+
+
+@jax.jit
+def sum_pair_ranks(a_BxK, b_BxK, lo_B, lp_B):
+  """`pair_ranks` where a pair scores a_i + b_j alone (the "Image" scoring:
+  β = 0, no offset), in O(K log K) a quadruplet, not K². For each part label
+  j the object labels i with a_i + b_j above the true pair's score are the
+  first of a sorted high to low (float addition is monotone), counted by a
+  binary search that compares as the grid does. The true pair's own score is
+  its sum too, never above itself."""
+  B, K = a_BxK.shape
+  true_B = a_BxK[jnp.arange(B), lo_B] + b_BxK[jnp.arange(B), lp_B]
+  a_desc_BxK = -jnp.sort(-a_BxK, axis=1)
+
+  def halve(_, bounds):  # the count lies in [low, high]
+    low, high = bounds
+    mid = jnp.minimum((low + high) // 2, K - 1)
+    above = jnp.take_along_axis(a_desc_BxK, mid, 1) + b_BxK > true_B[:, None]
+    searching = low < high
+    return (jnp.where(searching & above, mid + 1, low),
+            jnp.where(searching & ~above, mid, high))
+
+  bounds = (jnp.zeros((B, K), jnp.int32), jnp.full((B, K), K, jnp.int32))
+  count_BxK, _ = jax.lax.fori_loop(0, int(np.ceil(np.log2(K + 1))), halve, bounds)
+  return jnp.sum(count_BxK, 1)
 
 
 @jax.jit
@@ -147,7 +174,8 @@ def _batch_ranks(V_dxD, W_KxD, T_KxD, batch: dict, alpha, R_KxK, couples_Cx2, *,
   out = {'annot': (annotation_rank(a, lo), annotation_rank(b, lp))}
   for name in scorings:
     beta, off = settings[name]
-    out[f'{name}_pair'] = (pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk),)
+    out[f'{name}_pair'] = (sum_pair_ranks(a, b, lo, lp) if name == 'i' else
+                           pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk),)
     out[f'{name}_triplet'] = triplet_ranks(a, b, W_KxD, lo, lp, beta, off)
     if couples_Cx2 is not None:
       out[f'{name}_couples'] = (couple_ranks(a, b, W_KxD, lo, lp, beta, off, couples_Cx2),)
