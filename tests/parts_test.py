@@ -31,9 +31,10 @@ def test_pair_ranks_match_brute_force_over_k_squared(integers):
     want = [sum(f(q, i, j) > f(q, lo[q], lp[q]) for i, j in itertools.product(range(K), repeat=2))
             for q in range(B)]
     np.testing.assert_array_equal(got, want)
-    if beta == 0.0 and not offset.any():  # the "Image" scoring: its sorted count too
-      np.testing.assert_array_equal(parts_eval.sum_pair_ranks(*map(jnp.asarray, (a, b, lo, lp))),
-                                    want)
+    if beta == 0.0:  # the "Image" scorings: their sorted count too
+      cells = (jnp.asarray(offset, jnp.float32), jnp.asarray(np.argwhere(offset), jnp.int32))
+      np.testing.assert_array_equal(parts_eval.sum_pair_ranks(
+          *map(jnp.asarray, (a, b, lo, lp)), *(cells if offset.any() else ())), want)
     if integers:  # the fixture has ties with the true pair
       assert any(sum(f(q, i, j) == f(q, lo[q], lp[q]) for i, j in
                      itertools.product(range(K), repeat=2)) > 1 for q in range(B))
@@ -48,8 +49,9 @@ def test_pair_ranks_match_brute_force_over_k_squared(integers):
 @pytest.mark.parametrize('K', [1, 2, 257])
 def test_the_sorted_count_is_the_grids_at_beta_zero(K):
   """sum_pair_ranks (a binary search a part label) counts what pair_ranks'
-  K² grid counts when pairs score a_i + b_j, float32 round-off and ties
-  (scores on a grid of quarters) included, at sizes around the search's steps."""
+  K² grid counts when pairs score a_i + b_j (and an offset on some cells),
+  float32 round-off and ties (scores on a grid of quarters) included, at
+  sizes around the search's steps."""
   rng = np.random.default_rng(K)
   B = 16
   a, b = (jnp.asarray(np.round(rng.normal(size=(B, K)) * 4) / 4 + rng.normal(size=(B, 1)) * 1e3,
@@ -58,6 +60,14 @@ def test_the_sorted_count_is_the_grids_at_beta_zero(K):
   grid = parts_eval.pair_ranks(a, b, jnp.ones((K, 3)), lo, lp, 0.0, jnp.zeros((K, K)), chunk=64)
   np.testing.assert_array_equal(parts_eval.sum_pair_ranks(a, b, lo, lp), grid)
   assert K == 1 or np.asarray(grid).max() > 0
+  # With the WordNet offset on some cells, the true pairs' among them.
+  offset = np.zeros((K, K), np.float32)
+  offset[rng.integers(0, K, 3 * K), rng.integers(0, K, 3 * K)] = 2.5
+  offset[np.asarray(lo)[::2], np.asarray(lp)[::2]] = 2.5
+  offset = jnp.asarray(offset)
+  grid = parts_eval.pair_ranks(a, b, jnp.ones((K, 3)), lo, lp, 0.0, offset, chunk=64)
+  np.testing.assert_array_equal(parts_eval.sum_pair_ranks(
+      a, b, lo, lp, offset, jnp.asarray(np.argwhere(np.asarray(offset)), jnp.int32)), grid)
 
 
 def test_the_true_pair_never_ranks_below_itself():

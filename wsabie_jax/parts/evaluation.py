@@ -11,9 +11,10 @@ training part-of relations:
 
 Ranks count the candidates scored strictly higher. The K² count runs on
 device over chunks of C object labels (B×C×K scores at a time, never B×K²),
-so nothing of size K² per quadruplet is ever held; under the Image scoring
-(β = 0, no offset) a pair scores a_i + b_j, and the count is a binary search
-per part label over a sorted (`sum_pair_ranks`, K log K). p@k = 1{rank < k}/k and
+so nothing of size K² per quadruplet is ever held; under the Image scorings
+(β = 0) a pair scores a_i + b_j (plus the offset at the relations), and the
+count is a binary search per part label over a sorted, the relations' cells
+then counted at their offset scores (`sum_pair_ranks`, K log K + R). p@k = 1{rank < k}/k and
 MAP = mean 1/(rank + 1), as paper 002 defines them for one correct answer.
 """
 from __future__ import annotations
@@ -57,15 +58,20 @@ def pair_ranks(a_BxK, b_BxK, W_KxD, lo_B, lp_B, beta, offset_KxK, chunk: int = 6
 
 
 @jax.jit
-def sum_pair_ranks(a_BxK, b_BxK, lo_B, lp_B):
-  """`pair_ranks` where a pair scores a_i + b_j alone (the "Image" scoring:
-  β = 0, no offset), in O(K log K) a quadruplet, not K². For each part label
-  j the object labels i with a_i + b_j above the true pair's score are the
-  first of a sorted high to low (float addition is monotone), counted by a
-  binary search that compares as the grid does. The true pair's own score is
-  its sum too, never above itself."""
+def sum_pair_ranks(a_BxK, b_BxK, lo_B, lp_B, offset_KxK=None, lifted_Nx2=None):
+  """`pair_ranks` where β = 0 (the "Image" scorings), in O(K log K + N) a
+  quadruplet, not K²: a pair scores a_i + b_j, plus offset_ij at the N cells
+  `lifted_Nx2` (every non-zero of `offset_KxK`: the WordNet offset's training
+  relations, each once). For each part label j the object labels i with
+  a_i + b_j above the true pair's score are the first of a sorted high to low
+  (float addition is monotone), counted by a binary search that compares as
+  the grid does; then each lifted cell's count is taken at its lifted score.
+  The true pair's own score is its own sum, never above itself."""
   B, K = a_BxK.shape
-  true_B = a_BxK[jnp.arange(B), lo_B] + b_BxK[jnp.arange(B), lp_B]
+  rows = jnp.arange(B)
+  true_B = a_BxK[rows, lo_B] + b_BxK[rows, lp_B]
+  if offset_KxK is not None:
+    true_B = true_B + offset_KxK[lo_B, lp_B]
   a_desc_BxK = -jnp.sort(-a_BxK, axis=1)
 
   def halve(_, bounds):  # the count lies in [low, high]
@@ -78,7 +84,13 @@ def sum_pair_ranks(a_BxK, b_BxK, lo_B, lp_B):
 
   bounds = (jnp.zeros((B, K), jnp.int32), jnp.full((B, K), K, jnp.int32))
   count_BxK, _ = jax.lax.fori_loop(0, int(np.ceil(np.log2(K + 1))), halve, bounds)
-  return jnp.sum(count_BxK, 1)
+  count_B = jnp.sum(count_BxK, 1)
+  if lifted_Nx2 is not None:
+    i, j = lifted_Nx2[:, 0], lifted_Nx2[:, 1]
+    sum_BxN = a_BxK[:, i] + b_BxK[:, j]
+    count_B += (jnp.sum(sum_BxN + offset_KxK[i, j] > true_B[:, None], 1, dtype=jnp.int32)
+                - jnp.sum(sum_BxN > true_B[:, None], 1, dtype=jnp.int32))
+  return count_B
 
 
 @jax.jit
@@ -133,6 +145,7 @@ def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
   R = np.zeros((K, K), np.float32)
   if relations_Rx2 is not None and len(relations_Rx2):
     R[relations_Rx2[:, 0], relations_Rx2[:, 1]] = offset
+  lifted = jnp.asarray(np.argwhere(R), jnp.int32)  # (its non-zero cells, each once)
   R = jnp.asarray(R)  # (on the device once, not at every batch)
   couples = None if couples_Cx2 is None else jnp.asarray(couples_Cx2)
   n = len(quads['obj_label_B'])
@@ -142,7 +155,8 @@ def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
     # and is cut off below): one program for every batch of every split
     rows = np.minimum(np.arange(start, start + batch_size), n - 1)
     got = _batch_ranks(V_dxD, W_KxD, T_KxD, {k: quads[k][rows] for k in _QUAD_FIELDS},
-                       jnp.float32(alpha), R, couples, scorings=tuple(scorings), chunk=chunk)
+                       jnp.float32(alpha), R, lifted, couples, scorings=tuple(scorings),
+                       chunk=chunk)
     real = min(batch_size, n - start)
     for task, each in jax.device_get(got).items():
       ranks.setdefault(task, []).extend(r[:real] for r in each)
@@ -158,8 +172,8 @@ _QUAD_FIELDS = ('obj_idx_BxF', 'obj_val_BxF', 'part_idx_BxF', 'part_val_BxF', 'o
 
 @functools.partial(jax.jit, static_argnames=('scorings', 'chunk'))
 @precision.full_float32
-def _batch_ranks(V_dxD, W_KxD, T_KxD, batch: dict, alpha, R_KxK, couples_Cx2, *, scorings,
-                 chunk: int) -> dict:
+def _batch_ranks(V_dxD, W_KxD, T_KxD, batch: dict, alpha, R_KxK, lifted_Nx2, couples_Cx2, *,
+                 scorings, chunk: int) -> dict:
   """{task: (ranks, …)} of one batch of quadruplets: annotation (Lo's by a,
   Lp's by b), and each scoring's pair, triplet (Lo given Lp, Lp given Lo)
   and couples (where `couples_Cx2` is given). One program: run op by op, a
@@ -174,8 +188,11 @@ def _batch_ranks(V_dxD, W_KxD, T_KxD, batch: dict, alpha, R_KxK, couples_Cx2, *,
   out = {'annot': (annotation_rank(a, lo), annotation_rank(b, lp))}
   for name in scorings:
     beta, off = settings[name]
-    out[f'{name}_pair'] = (sum_pair_ranks(a, b, lo, lp) if name == 'i' else
-                           pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk),)
+    if name == 'iw':
+      pair = pair_ranks(a, b, W_KxD, lo, lp, beta, off, chunk)
+    else:  # β = 0: sorted, the offset's cells counted apart ('io')
+      pair = sum_pair_ranks(a, b, lo, lp, *((off, lifted_Nx2) if name == 'io' else ()))
+    out[f'{name}_pair'] = (pair,)
     out[f'{name}_triplet'] = triplet_ranks(a, b, W_KxD, lo, lp, beta, off)
     if couples_Cx2 is not None:
       out[f'{name}_couples'] = (couple_ranks(a, b, W_KxD, lo, lp, beta, off, couples_Cx2),)
