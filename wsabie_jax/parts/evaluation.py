@@ -11,11 +11,12 @@ training part-of relations:
 
 Ranks count the candidates scored strictly higher. The K² count runs on
 device over chunks of C object labels (B×C×K scores at a time, never B×K²),
-so nothing of size K² per quadruplet is ever held; under the Image scorings
-(β = 0) a pair scores a_i + b_j (plus the offset at the relations), and the
-count is a binary search per part label over a sorted, the relations' cells
-then counted at their offset scores (`sum_pair_ranks`, K log K + R). p@k = 1{rank < k}/k and
-MAP = mean 1/(rank + 1), as paper 002 defines them for one correct answer.
+so nothing of size K² per quadruplet is ever held. Under the Image scorings
+(β = 0) a pair scores a_i + b_j (plus the offset at the relations): the count
+is a binary search per part label over a sorted, the relations' cells then
+counted at their offset scores (`sum_pair_ranks`, K log K + R). p@k =
+1{rank < k}/k and MAP = mean 1/(rank + 1), as paper 002 defines them for one
+correct answer.
 """
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def sum_pair_ranks(a_BxK, b_BxK, lo_B, lp_B, offset_KxK=None, lifted_Nx2=None):
   (float addition is monotone), counted by a binary search that compares as
   the grid does; then each lifted cell's count is taken at its lifted score.
   The true pair's own score is its own sum, never above itself."""
+  assert (offset_KxK is None) == (lifted_Nx2 is None), 'the offset and its cells go together'
   B, K = a_BxK.shape
   rows = jnp.arange(B)
   true_B = a_BxK[rows, lo_B] + b_BxK[rows, lp_B]
@@ -145,7 +147,9 @@ def evaluate(V_dxD, W_KxD, T_KxD, quads: dict, alpha: float, relations_Rx2=None,
   R = np.zeros((K, K), np.float32)
   if relations_Rx2 is not None and len(relations_Rx2):
     R[relations_Rx2[:, 0], relations_Rx2[:, 1]] = offset
-  lifted = jnp.asarray(np.argwhere(R), jnp.int32)  # (its non-zero cells, each once)
+  # R's non-zero cells, each once ('io' alone reads them; None elsewhere, so
+  # the other scorings' program does not change with the relations' count)
+  lifted = jnp.asarray(np.argwhere(R), jnp.int32) if 'io' in scorings else None
   R = jnp.asarray(R)  # (on the device once, not at every batch)
   couples = None if couples_Cx2 is None else jnp.asarray(couples_Cx2)
   n = len(quads['obj_label_B'])
