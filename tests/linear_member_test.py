@@ -10,6 +10,7 @@ import pytest
 
 from tests.train_test import _tiny_config
 from wsabie_jax.api import run
+from wsabie_jax.baselines import ensemble, linear
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, dataset
 from wsabie_jax.methods import common
@@ -95,6 +96,51 @@ def test_the_member_file_round_trips_and_a_damaged_one_is_named(tmp_path):
   path.write_bytes(whole[:len(whole) // 2])  # cut short
   with pytest.raises(ValueError, match=str(path)):
     linear_member.load(tmp_path)
+
+
+def _counts(rng, n, d, Y):
+  """n rows of 1–6 word counts over d words, each labelled by its words mod Y."""
+  rows = [rng.choice(d, size=rng.integers(1, 7), replace=False) for _ in range(n)]
+  return dataset.from_lists([(r, rng.integers(1, 5, len(r)).astype(np.float32)) for r in rows],
+                            [np.unique(r[:2] % Y) for r in rows], d, [f'l{i}' for i in range(Y)])
+
+
+@pytest.mark.parametrize('kind', linear_member.MEMBERS)
+def test_an_idf_member_ranks_as_the_member_trained_on_tf_idf_rows(kind):
+  """model.ensemble_idf: the member kept as diag(idf)·U scores every test row,
+  standardised over the labels, as U trained on the tf-idf rows scores the
+  test rows' own tf-idf weighting (idf from the training split), and not as
+  the member trained on the features as they are."""
+  rng = np.random.default_rng(2)
+  train, test = _counts(rng, 300, 40, 5), _counts(rng, 50, 40, 5)
+  config = _tiny_config()
+  model = config.model.copy_and_resolve_references()
+  model.ensemble_idf = kind
+  kept = linear_member.train(kind, train, model, seed=0)
+  idf_d = dataset.idf(train)
+  direct = linear_member.train(kind, dataset.idf_weighted(train, idf_d), config.model, seed=0)
+  plain = linear_member.train(kind, train, config.model, seed=0)
+  x, x_tfidf = (batching.pad_images(ds) for ds in (test, dataset.idf_weighted(test, idf_d)))
+  z = lambda U, p: np.asarray(ensemble.standardised(linear.linear_scores(U)(
+      jnp.asarray(p.feat_idx_nxF), jnp.asarray(p.feat_val_nxF))))
+  np.testing.assert_allclose(z(kept, x), z(direct, x_tfidf), atol=2e-4)
+  assert np.abs(z(plain, x) - z(direct, x_tfidf)).max() > 0.05
+
+
+def test_idf_is_the_smooth_inverse_document_frequency_and_rows_end_unit_length():
+  """idf = log((1 + n) / (1 + df)) + 1 by hand on 3 rows; a feature in every
+  row weighs 1, one past the training split's features 0."""
+  train = dataset.from_lists([(np.array([0, 1]), np.array([1.0, 2.0])),
+                              (np.array([0]), np.array([3.0])),
+                              (np.array([0, 2]), np.array([1.0, 1.0]))], [[0]] * 3, 4, ['a'])
+  np.testing.assert_allclose(dataset.idf(train), [1.0, np.log(4 / 2) + 1, np.log(4 / 2) + 1,
+                                                  np.log(4) + 1], rtol=1e-6)
+  got = dataset.idf_weighted(train, dataset.idf(train)[:3])
+  want = np.array([1.0, 2 * (np.log(2) + 1)]) / np.hypot(1.0, 2 * (np.log(2) + 1))
+  np.testing.assert_allclose(got.feat_val[:2], want, rtol=1e-6)
+  np.testing.assert_allclose(dataset.idf_weighted(
+      dataset.from_lists([(np.array([0, 3]), np.array([1.0, 5.0]))], [[0]], 4, ['a']),
+      dataset.idf(train)[:3]).feat_val, [1.0, 0.0])
 
 
 @pytest.mark.parametrize('n, d, Y, score, seen, want', [

@@ -53,6 +53,7 @@ def _reference(ds, C, loss='log'):
 def test_the_weights_are_each_labels_optimum(C, dense, loss, monkeypatch):
   """Dense and non-zero reads of X both reach scipy's optimum label by label."""
   monkeypatch.setattr(logistic, 'DENSE_FLOATS', 2 ** 30 if dense else 0)
+  monkeypatch.setattr(logistic, 'SPARSE_SHARE', 0.0)  # (dense means dense)
   ds = _data()
   W, iterations = logistic.train_logistic(ds, C, tolerance=1e-6, loss=loss)
   assert 0 < iterations <= logistic.MAX_ITERATIONS
@@ -70,11 +71,12 @@ def test_the_two_losses_differ_and_a_third_is_refused():
 
 
 def test_the_non_zeros_gradient_is_the_dense_ones(monkeypatch):
-  """The segment sums' hand-written transpose (custom_vjp) against autodiff of X·W."""
+  """The row scatters' hand-written transpose (custom_vjp) against autodiff of X·W."""
   ds = _data(seed=1, d=30, Y=5)
   read = {}
   for dense in (True, False):
     monkeypatch.setattr(logistic, 'DENSE_FLOATS', 2 ** 30 if dense else 0)
+    monkeypatch.setattr(logistic, 'SPARSE_SHARE', 0.0)
     read[dense] = jax.tree.map(jnp.asarray, logistic._data(ds))
   assert 'X_nxd' in read[True] and 'X_nxd' not in read[False]
   W = jnp.asarray(np.random.default_rng(2).normal(size=(30, 5)), jnp.float32)
@@ -83,6 +85,18 @@ def test_the_non_zeros_gradient_is_the_dense_ones(monkeypatch):
   grad = {dense: jax.grad(logistic.objective)(W, data, 1.0) for dense, data in read.items()}
   np.testing.assert_allclose(grad[False], grad[True], rtol=1e-4, atol=1e-4)
   assert float(jnp.abs(grad[True]).max()) > 0.1  # (a gradient that could differ)
+
+
+def test_x_is_read_as_its_non_zeros_where_few_and_the_cpus_row_kernel_serves():
+  """SPARSE_SHARE: 5 of 200 features a row (2.5%) are read as non-zeros on the
+  CPU's row kernel, dense without it; 5 of 15 (33%) dense either way."""
+  from wsabie_jax.core import native_rows
+  few, many = _data(d=200), _data(d=15)
+  if jax.default_backend() == 'cpu' and native_rows.available():
+    assert 'X_nxd' not in logistic._data(few)
+  assert 'X_nxd' in logistic._data(many)
+  with native_rows.turned_off():
+    assert 'X_nxd' in logistic._data(few)
 
 
 def test_training_stops_at_the_tolerance_or_the_iterations():

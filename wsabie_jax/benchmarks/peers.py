@@ -33,6 +33,7 @@ from typing import Callable
 
 import numpy as np
 
+from wsabie_jax.data import dataset
 from wsabie_jax.data.dataset import SparseDataset
 
 TOP = 5
@@ -62,19 +63,10 @@ def csr(ds: SparseDataset, num_features: int | None = None):
 
 
 def tfidf(train: SparseDataset, *splits: SparseDataset) -> list[SparseDataset]:
-  """Each split's values times the training split's idf, log((1 + n) / (1 + df)) + 1,
-  then its rows l2-normalised (scikit-learn's TfidfTransformer's smooth form)."""
-  df = np.bincount(train.feat_idx, minlength=train.num_features)
-  idf = (np.log((1 + train.num_images) / (1 + df)) + 1).astype(np.float32)
-  out = []
-  for ds in (train,) + splits:
-    weight = np.where(ds.feat_idx < len(idf), idf[np.minimum(ds.feat_idx, len(idf) - 1)], 0.0)
-    val = ds.feat_val * weight
-    rows = np.repeat(np.arange(ds.num_images), np.diff(ds.feat_indptr))
-    norm = np.sqrt(np.bincount(rows, val * val, minlength=ds.num_images))
-    out.append(dataclasses.replace(ds, feat_val=(val / np.maximum(norm[rows], 1e-12)).astype(
-        np.float32)))
-  return out
+  """Each split's values times the training split's idf, then its rows
+  l2-normalised (dataset.idf_weighted)."""
+  idf_d = dataset.idf(train)
+  return [dataset.idf_weighted(ds, idf_d) for ds in (train,) + splits]
 
 
 def label_lists(ds: SparseDataset) -> list[list[int]]:

@@ -219,6 +219,22 @@ def normalize(ds: SparseDataset, kind: str) -> SparseDataset:
   return dataclasses.replace(ds, feat_val=(ds.feat_val * scale).astype(np.float32))
 
 
+def idf(train: SparseDataset) -> np.ndarray:
+  """f32[d]: each feature's inverse document frequency on `train`,
+  log((1 + n) / (1 + df)) + 1 (scikit-learn's TfidfTransformer's smooth form;
+  a feature in every row weighs 1)."""
+  df = np.bincount(train.feat_idx, minlength=train.num_features)
+  return (np.log((1 + train.num_images) / (1 + df)) + 1).astype(np.float32)
+
+
+def idf_weighted(ds: SparseDataset, idf_d: np.ndarray) -> SparseDataset:
+  """Each value times its feature's `idf_d` (0 past its end: a feature the
+  training split never had), then each row l2-normalised: tf-idf."""
+  weight = np.where(ds.feat_idx < len(idf_d), idf_d[np.minimum(ds.feat_idx, len(idf_d) - 1)], 0.0)
+  return normalize(dataclasses.replace(ds, feat_val=(ds.feat_val * weight).astype(np.float32)),
+                   'l2')
+
+
 def add_bias_feature(ds: SparseDataset, value: float) -> SparseDataset:
   """Appends feature id d with `value` to every image: its row of V acts as a
   learnt label prior (W_i · V_bias), the embedding form of a label bias."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from wsabie_jax.baselines import ensemble, linear, logistic
 from wsabie_jax.core import evaluation
+from wsabie_jax.data import dataset
 from wsabie_jax.wsabie import settings
 
 log = logging.getLogger('wsabie_jax')
@@ -49,9 +50,10 @@ MAX_LABELS = 4096
 # (logistic.DENSE_FLOATS) and an L-BFGS pass costs at most this many
 # multiply-adds (n·d·Y): a few seconds on 2 CPU cores (Corel5k's 7·10⁸ 2 s) …
 MAX_LOGISTIC_PRODUCT = 2 ** 31
-# … and the SVM one up to this many: Delicious' 6·10⁹ take 19 s of its 60 on
-# 2 CPU cores, and pay (5 folds of its training file: +0.0029 ± 0.0011 p@1
-# against One-vs-Rest alone beside WSABIE; docs/RESULTS.md "The SVM member").
+# … and the SVM one up to this many: Delicious' 6·10⁹ take 12 s of its 60 on
+# 2 CPU cores (X read as its non-zeros: logistic.SPARSE_SHARE), and pay (5
+# folds of its training file: +0.0029 ± 0.0011 p@1 against One-vs-Rest alone
+# beside WSABIE; docs/RESULTS.md "The SVM member").
 MAX_SVM_PRODUCT = 2 ** 33
 # The members baselines/logistic.py fits: kind → (its loss, the model field holding its C)
 LBFGS_MEMBERS = {'logistic': ('log', 'ensemble_logistic_C'),
@@ -78,7 +80,20 @@ def train(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
   """A member's weights U (d×Y) on the training split. One-vs-Rest: PA-I's W
   averaged over the ends of its second half of epochs (alone on debtags'
   validation split: MAP 0.8451 against the last W's 0.8410). Logistic: the
-  l2-regularised optimum at C = model.ensemble_logistic_C."""
+  l2-regularised optimum at C = model.ensemble_logistic_C. A member of
+  model.ensemble_idf trains on the rows' tf-idf weighting x̃ = x⊙idf / ‖x⊙idf‖
+  and is kept as diag(idf)·U: x·(diag(idf)·U) = ‖x⊙idf‖ · x̃·U, the trained
+  scores times a positive number an image, which the ensemble's
+  standardisation over the labels (`_summed`) divides out, so evaluate and
+  annotate score it on the features as they are."""
+  if kind in members(model_cfg.ensemble_idf):
+    idf_d = dataset.idf(train_ds)
+    U = _trained(kind, dataset.idf_weighted(train_ds, idf_d), model_cfg, seed)
+    return idf_d[:, None] * U
+  return _trained(kind, train_ds, model_cfg, seed)
+
+
+def _trained(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
   if kind == 'one_vs_rest':
     U = linear.train_linear(train_ds, 'ovr', C=model_cfg.ensemble_C,
                             epochs=model_cfg.ensemble_epochs, seed=seed, average=True)

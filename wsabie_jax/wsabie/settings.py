@@ -55,10 +55,16 @@ class ModelConfig:
   ensemble_epochs: int = 10
   ensemble_logistic_C: float = 1.0  # (scikit-learn's default; liblinear's objective)
   ensemble_svm_C: float = 1.0       # (liblinear's default)
+  # The members (of those trained; '+'-joined, or 'none') trained on the
+  # features' tf-idf weighting (idf from the training split, rows
+  # l2-normalised), as the tree libraries are fed; stored as diag(idf)·U,
+  # which the ensemble's per-image standardisation makes the same model.
+  ensemble_idf: str = 'none'
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,
-                         'tables': TABLES, 'ensemble': ENSEMBLES + (AUTO,)})
+                         'tables': TABLES, 'ensemble': ENSEMBLES + (AUTO,),
+                         'ensemble_idf': ENSEMBLES})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
                  ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
                  ensemble_svm_C='>0')
