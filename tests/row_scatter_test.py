@@ -82,6 +82,26 @@ def test_native_kernel_is_numpys_add(D):
 
 
 @needs_native
+@pytest.mark.parametrize('threads', [2, 3, 7, 64])
+def test_native_kernel_on_threads_adds_each_row_as_one_thread(threads):
+  """Sorted rows cut into runs, one a thread: the same sums, bit for bit, as
+  one thread (each row's adds in the same order), rows repeated across every
+  cut (3 rows for 7 and 64 threads: most runs start past the end)."""
+  if not native_rows.available():
+    pytest.skip('the native kernel is not built here')
+  rng = np.random.default_rng(threads)
+  for N, M in ((1000, 16), (500, 3)):
+    operands = tuple(map(jnp.asarray, _operands(rng, N, M, 50, 6, at_sorted=True)))
+    one = native_rows.add_scaled_rows(*operands)
+    got = native_rows.add_scaled_rows(*operands, threads=threads)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(one))
+    np.testing.assert_allclose(np.asarray(got), _np_add_at(*map(np.asarray, operands)),
+                               rtol=1e-5, atol=1e-5)
+    via = jax.jit(lambda *a: row_scatter.add_scaled_rows(*a, at_sorted=True, threads=threads))
+    np.testing.assert_array_equal(np.asarray(via(*operands)), np.asarray(one))
+
+
+@needs_native
 def test_native_kernel_skips_rows_out_of_range():
   if not native_rows.available():
     pytest.skip('the native kernel is not built here')

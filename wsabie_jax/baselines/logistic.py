@@ -21,6 +21,7 @@ columns, each touching nnz·Y entries.
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +39,8 @@ DENSE_FLOATS = 2 ** 25   # X read dense up to n·d this many floats (128 MiB) �
 # yeast's dense features (fastest of 7 calls each, 2-core CPU). An
 # accelerator keeps the dense matmul.
 SPARSE_SHARE = 1 / 16
+# The products' threads (the row kernel's: each has the cores to itself).
+_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-3         # stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0‖
 LOSSES = ('log', 'squared_hinge')
@@ -55,14 +58,15 @@ def _sparse_product(X, W_dxY):
   @jax.custom_vjp
   def product(W):
     return row_scatter.add_scaled_rows(jnp.zeros((n, W.shape[1]), W.dtype), rows, vals, W, cols,
-                                       at_sorted=True)
+                                       at_sorted=True, threads=_THREADS)
 
   def forward(W):
     return product(W), None
 
   def backward(_, G_nxY):
     return (row_scatter.add_scaled_rows(jnp.zeros(W_dxY.shape, G_nxY.dtype), cols[by_col],
-                                        vals[by_col], G_nxY, rows[by_col], at_sorted=True),)
+                                        vals[by_col], G_nxY, rows[by_col], at_sorted=True,
+                                        threads=_THREADS),)
 
   product.defvjp(forward, backward)
   return product(W_dxY)

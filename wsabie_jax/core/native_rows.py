@@ -34,6 +34,7 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from wsabie_jax.core import user_cache
 
@@ -90,11 +91,13 @@ def fits(out_MxD: jax.Array, at_N: jax.Array, scale_N: jax.Array, src_SxD: jax.A
 
 
 def add_scaled_rows(out_MxD: jax.Array, at_N: jax.Array, scale_N: jax.Array, src_SxD: jax.Array,
-                    take_N: jax.Array) -> jax.Array:
+                    take_N: jax.Array, threads: int = 1) -> jax.Array:
   """out_MxD with scale_n·src_SxD[take_n] added at row at_n, every n, in place
-  where out_MxD's buffer can be reused (a donated table). Needs `available()`."""
+  where out_MxD's buffer can be reused (a donated table). Needs `available()`.
+  `threads` > 1 only where at_N is sorted: runs of whole output rows, one a thread."""
   return jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(out_MxD.shape, out_MxD.dtype),
-                          input_output_aliases={0: 0})(out_MxD, at_N, scale_N, src_SxD, take_N)
+                          input_output_aliases={0: 0})(out_MxD, at_N, scale_N, src_SxD, take_N,
+                                                       threads=np.int64(threads))
 
 
 def _built() -> pathlib.Path:
@@ -117,7 +120,7 @@ def _built() -> pathlib.Path:
   with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
     out = pathlib.Path(tmp) / library.name
     for cpu_flags in (['-march=native'], []):  # (a compiler without -march=native: the generic ISA)
-      command = [compiler, '-O3', *cpu_flags, '-std=c++17', '-shared', '-fPIC', '-w',
+      command = [compiler, '-O3', *cpu_flags, '-std=c++17', '-shared', '-fPIC', '-pthread', '-w',
                  '-I', jax.ffi.include_dir(), str(SOURCE), '-o', str(out)]
       done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_SECONDS)
       if not done.returncode:

@@ -28,9 +28,12 @@ CHUNK_FLOATS = 1 << 21
 
 
 def add_scaled_rows(out_MxD: jax.Array, at_N: jax.Array, scale_N: jax.Array, src_SxD: jax.Array,
-                    take_N: jax.Array, at_sorted: bool = False) -> jax.Array:
+                    take_N: jax.Array, at_sorted: bool = False, threads: int = 1) -> jax.Array:
   """out_MxD with scale_n·src_SxD[take_n] added at row at_n, every n (a
-  repeated row gets each of its adds); `at_sorted`: at_N is non-decreasing.
+  repeated row gets each of its adds); `at_sorted`: at_N is non-decreasing;
+  `threads`: the CPU kernel's threads where at_N is sorted (a call that has
+  the cores to itself, as the linear members' products; the step's own
+  scatters keep one, beside XLA's threads).
 
   The form follows the platform the call is compiled for, not the process's
   default backend: a run put on the host's CPU (`train.platform='cpu'`) on a
@@ -41,7 +44,7 @@ def add_scaled_rows(out_MxD: jax.Array, at_N: jax.Array, scale_N: jax.Array, src
 
   def on_cpu(*operands):
     if native_rows.fits(*operands) and native_rows.available():
-      return native_rows.add_scaled_rows(*operands)
+      return native_rows.add_scaled_rows(*operands, threads=threads if at_sorted else 1)
     return _chunked(one_op, *operands)
 
   return jax.lax.platform_dependent(out_MxD, at_N, scale_N, src_SxD, take_N,
