@@ -36,11 +36,12 @@ DENSE_FLOATS = 2 ** 25   # X read dense up to n·d this many floats (128 MiB) �
 # reads them (core/native_rows.py): the SVM loss's value and gradient took
 # 0.23, 0.39, 0.78 and 0.82 of the dense form's time on medical, Corel5k,
 # tmc2007-500 and Delicious (1.0–4.7% held), 1.29 on enron's 8.5%, 8.6 on
-# yeast's dense features (fastest of 7 calls each, 2-core CPU). An
-# accelerator keeps the dense matmul.
+# yeast's dense features (fastest of 7 calls each, the kernel on one of the
+# 2 CPU cores). An accelerator keeps the dense matmul.
 SPARSE_SHARE = 1 / 16
-# The products' threads (the row kernel's: each has the cores to itself).
-_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+# The products' threads: the row kernel's (each product has the cores to itself).
+_THREADS = (len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
+            else os.cpu_count() or 1)
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-3         # stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0‖
 LOSSES = ('log', 'squared_hinge')
@@ -50,8 +51,9 @@ def _sparse_product(X, W_dxY):
   """X·W (n×Y) for X's non-zeros X = {'rows', 'cols', 'vals', 'by_col'} (rows
   sorted; n from the targets' rows), its transpose for the gradient read in
   column order (`by_col`). Each is a row scatter, out[row] += val·W[col]
-  (core/row_scatter.py: on the CPU one pass with no nnz×Y buffer; Delicious
-  read this way, value and gradient 0.53 → 0.16 s against the dense form's 0.20)."""
+  (core/row_scatter.py: on the CPU one pass with no nnz×Y buffer, on every
+  core; Delicious read this way, value and gradient 0.53 s as segment sums,
+  0.12–0.14 s on one core, 0.09 s on two, against the dense form's 0.17–0.20)."""
   rows, cols, vals, by_col = X['rows'], X['cols'], X['vals'], X['by_col']
   n = X['T_nxY'].shape[0]
 

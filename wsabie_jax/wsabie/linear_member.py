@@ -50,7 +50,7 @@ MAX_LABELS = 4096
 # (logistic.DENSE_FLOATS) and an L-BFGS pass costs at most this many
 # multiply-adds (n·d·Y): a few seconds on 2 CPU cores (Corel5k's 7·10⁸ 2 s) …
 MAX_LOGISTIC_PRODUCT = 2 ** 31
-# … and the SVM one up to this many: Delicious' 6·10⁹ take 12 s of its 60 on
+# … and the SVM one up to this many: Delicious' 6·10⁹ take 8 s of its 60 on
 # 2 CPU cores (X read as its non-zeros: logistic.SPARSE_SHARE), and pay (5
 # folds of its training file: +0.0029 ± 0.0011 p@1 against One-vs-Rest alone
 # beside WSABIE; docs/RESULTS.md "The SVM member").
