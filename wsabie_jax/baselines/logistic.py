@@ -40,53 +40,60 @@ DENSE_FLOATS = 2 ** 25   # X read dense up to n·d this many floats (128 MiB) �
 # 2 CPU cores). An accelerator keeps the dense matmul.
 SPARSE_SHARE = 1 / 16
 # The products' threads: the row kernel's (each product has the cores to itself).
-_THREADS = (len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
-            else os.cpu_count() or 1)
+_THREADS = os.cpu_count() or 1
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-3         # stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0‖
 LOSSES = ('log', 'squared_hinge')
 
 
 def _sparse_product(X, W_dxY):
-  """X·W (n×Y) for X's non-zeros X = {'rows', 'cols', 'vals', 'by_col'} (rows
-  sorted; n from the targets' rows), its transpose for the gradient read in
-  column order (`by_col`). Each is a row scatter, out[row] += val·W[col]
-  (core/row_scatter.py: on the CPU one pass with no nnz×Y buffer, on every
-  core; Delicious read this way, value and gradient 0.53 s as segment sums,
-  0.12–0.14 s on one core, 0.09 s on two, against the dense form's 0.17–0.20)."""
-  rows, cols, vals, by_col = X['rows'], X['cols'], X['vals'], X['by_col']
+  """X·W (n×Y) for X's non-zeros X = {'rows', 'cols', 'vals'} in row order
+  (n from the targets' rows), its transpose for the gradient read from the
+  same non-zeros in column order ('col_rows', 'col_cols', 'col_vals', put in
+  that order once by `_data`, not at every gradient). Each is a row scatter,
+  out[row] += val·W[col] (core/row_scatter.py: on the CPU one pass with no
+  nnz×Y buffer, on every core; Delicious read this way, value and gradient
+  0.53 s as segment sums, 0.12–0.14 s on one core, 0.09 s on two, against the
+  dense form's 0.17–0.20)."""
   n = X['T_nxY'].shape[0]
 
   @jax.custom_vjp
   def product(W):
-    return row_scatter.add_scaled_rows(jnp.zeros((n, W.shape[1]), W.dtype), rows, vals, W, cols,
-                                       at_sorted=True, threads=_THREADS)
+    return row_scatter.add_scaled_rows(jnp.zeros((n, W.shape[1]), W.dtype), X['rows'], X['vals'],
+                                       W, X['cols'], at_sorted=True, threads=_THREADS)
 
   def forward(W):
     return product(W), None
 
   def backward(_, G_nxY):
-    return (row_scatter.add_scaled_rows(jnp.zeros(W_dxY.shape, G_nxY.dtype), cols[by_col],
-                                        vals[by_col], G_nxY, rows[by_col], at_sorted=True,
+    return (row_scatter.add_scaled_rows(jnp.zeros(W_dxY.shape, G_nxY.dtype), X['col_cols'],
+                                        X['col_vals'], G_nxY, X['col_rows'], at_sorted=True,
                                         threads=_THREADS),)
 
   product.defvjp(forward, backward)
   return product(W_dxY)
 
 
+def _reads_dense(train: SparseDataset) -> bool:
+  """X dense where it is small (DENSE_FLOATS), unless it is mostly zeros
+  (SPARSE_SHARE) and the CPU's row kernel reads them."""
+  cells = train.num_images * train.num_features
+  few = len(train.feat_idx) <= SPARSE_SHARE * cells
+  return cells <= DENSE_FLOATS and not (few and jax.default_backend() == 'cpu'
+                                        and native_rows.available())
+
+
 def _data(train: SparseDataset) -> dict:
-  """The arrays the objective reads: X dense ('X_nxd') where it is small, else
-  its non-zeros; the targets T."""
-  n, d = train.num_images, train.num_features
-  rows = np.repeat(np.arange(n, dtype=np.int32), np.diff(train.feat_indptr))
+  """The arrays the objective reads: X dense ('X_nxd') or as its non-zeros
+  (`_reads_dense`); the targets T."""
   got = {'T_nxY': targets(train)}
-  if n * d <= DENSE_FLOATS and not (len(train.feat_idx) <= SPARSE_SHARE * n * d
-                                    and jax.default_backend() == 'cpu'
-                                    and native_rows.available()):
+  if _reads_dense(train):
     return {**got, 'X_nxd': train.dense_features()}
-  return {**got, 'rows': rows, 'cols': train.feat_idx.astype(np.int32),
-          'vals': train.feat_val.astype(np.float32),
-          'by_col': np.argsort(train.feat_idx, kind='stable').astype(np.int32)}
+  rows = np.repeat(np.arange(train.num_images, dtype=np.int32), np.diff(train.feat_indptr))
+  cols, vals = train.feat_idx.astype(np.int32), train.feat_val.astype(np.float32)
+  by_col = np.argsort(cols, kind='stable')
+  return {**got, 'rows': rows, 'cols': cols, 'vals': vals,
+          'col_rows': rows[by_col], 'col_cols': cols[by_col], 'col_vals': vals[by_col]}
 
 
 def targets(train: SparseDataset) -> np.ndarray:
