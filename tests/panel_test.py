@@ -281,6 +281,9 @@ def test_step_profile_ranks_the_kernels(tmp_path):
     if ab is not None:
       assert ab['xla_ms'] > 0 and ab['native_ms'] > 0
       assert ab['ratio_iqr'][0] <= ab['ratio'] <= ab['ratio_iqr'][1]
+    sums = row['slices_vs_reduction']  # core/lane_sums.py's A/B
+    assert sums['slices_ms'] > 0 and sums['reduction_ms'] > 0
+    assert sums['ratio_iqr'][0] <= sums['ratio'] <= sums['ratio_iqr'][1]
 
 
 def test_each_kernel_is_named_by_its_line_of_the_compiled_program():

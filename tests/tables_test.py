@@ -138,11 +138,11 @@ def test_label_grads_of_the_live_rows_only_are_the_full_ones(live_rows):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_exact_rank_read_whole_equals_the_full_matrix():
+@pytest.mark.parametrize('Q,Yl', [(2, 13), (3, 77)])  # 77: the CPU's sums in 32-label slices, the last padded
+def test_exact_rank_read_whole_equals_the_full_matrix(Q, Yl):
   """table_reads.exact_label_grads against autodiff of warp.exact_rank_loss on
   S = images·Wᵀ, each row's Q pairs (padding weighted 0) summed: loss,
   ∂/∂images, ∂/∂W, and each W row's Adagrad term Σ_b (∂/∂S_by)²·mean(image_b²)."""
-  Q, Yl = 2, 13
   image, W, pos, mask = helpers.ranking_problem(0, 7, Yl, 5, 3)
   label = pos[:, :Q].copy()
   weight = np.where(label < Yl, 1.0, 0.0).astype(np.float32)

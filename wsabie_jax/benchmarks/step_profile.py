@@ -13,7 +13,9 @@ Where the native row kernel is built (core/native_rows.py), each phase also
 times the step with it against XLA's form of the same scatters, compiled in
 one process and run in alternating rounds (`native_vs_xla`): the two arms'
 median ms and their paired ratio, so the kernel's gain is read on one
-machine state, not across runs.
+machine state, not across runs. Likewise the step's sums over comparisons
+made in slices against one reduction each (`slices_vs_reduction`,
+core/lane_sums.py).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.benchmarks import gather_vs_whole, panel
-from wsabie_jax.core import native_rows
+from wsabie_jax.core import lane_sums, native_rows
 from wsabie_jax.data import batching, load_splits
 
 TOP = 12  # kernels listed a set
@@ -44,16 +46,31 @@ AB_ROUNDS = 12  # native_vs_xla's rounds, each 3 calls of an arm
 
 def native_vs_xla(cfg, stream, num_features: int, state=None,
                   rounds: int = AB_ROUNDS) -> dict | None:
-  """The step with the native row kernel and with XLA's form, from `state`
-  (default a fresh one; each arm trains on from its own copy), in alternating
-  rounds of 3 calls: {'xla_ms', 'native_ms' (medians), 'ratio' (the median of
-  the rounds' native ÷ XLA), 'ratio_iqr'}; None where the kernel is not built."""
+  """The step with the native row kernel and with XLA's form (`paired`);
+  None where the kernel is not built."""
   if not native_rows.available():
     return None
+  ab = paired(cfg, stream, num_features, state, rounds, native_rows.turned_off)
+  return {'native_ms': ab.pop('on_ms'), 'xla_ms': ab.pop('off_ms'), **ab}
+
+
+def slices_vs_reduction(cfg, stream, num_features: int, state=None,
+                        rounds: int = AB_ROUNDS) -> dict:
+  """The step with its sums over comparisons made in slices on the CPU
+  (core/lane_sums.py) and as one reduction each (`paired`)."""
+  ab = paired(cfg, stream, num_features, state, rounds, lane_sums.turned_off)
+  return {'slices_ms': ab.pop('on_ms'), 'reduction_ms': ab.pop('off_ms'), **ab}
+
+
+def paired(cfg, stream, num_features: int, state, rounds: int, turned_off) -> dict:
+  """The step as it is ('on') and compiled inside `turned_off()` ('off'),
+  from `state` (default a fresh one; each arm trains on from its own copy),
+  in alternating rounds of 3 calls: {'on_ms', 'off_ms' (medians), 'ratio'
+  (the median of the rounds' on ÷ off), 'ratio_iqr'}."""
   arms = {}
-  for arm in ('xla', 'native'):
+  for arm in ('off', 'on'):
     copy = None if state is None else jax.tree.map(jnp.copy, state)
-    with native_rows.turned_off() if arm == 'xla' else contextlib.nullcontext():
+    with turned_off() if arm == 'off' else contextlib.nullcontext():
       call, copy, batches = gather_vs_whole.scanned_call(cfg, stream, num_features, copy)
       copy, _ = call(copy, batches)  # (compiled here, as the arm says)
     arms[arm] = [call, jax.block_until_ready(copy), batches]
@@ -66,9 +83,9 @@ def native_vs_xla(cfg, stream, num_features: int, state=None,
         copy, _ = call(copy, batches)
       held[1] = jax.block_until_ready(copy)
       seconds[arm].append((time.perf_counter() - start) / (3 * gather_vs_whole.STEPS))
-  xla, native = np.asarray(seconds['xla']), np.asarray(seconds['native'])
-  ratio = native / xla
-  return {'xla_ms': float(np.median(xla) * 1e3), 'native_ms': float(np.median(native) * 1e3),
+  off, on = np.asarray(seconds['off']), np.asarray(seconds['on'])
+  ratio = on / off
+  return {'on_ms': float(np.median(on) * 1e3), 'off_ms': float(np.median(off) * 1e3),
           'ratio': float(np.median(ratio)),
           'ratio_iqr': [float(np.percentile(ratio, 25)), float(np.percentile(ratio, 75))]}
 
@@ -151,11 +168,12 @@ def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
       step_s = gather_vs_whole.seconds_per_step(cfg, stream, train.num_features, seconds, copy())
       top = kernels(cfg, stream, train.num_features, state=copy())
       ab = native_vs_xla(cfg, stream, train.num_features, state, ab_rounds)
+      sums = slices_vs_reduction(cfg, stream, train.num_features, state, ab_rounds)
       rows.append({'set': name, 'phase': phase, 'B': B, 'Q': Q, 'K': K, 'D': D, 'slots': slots,
                    'violator_rate': None if state is None else violator_rate,
                    'ms_per_step': step_s * 1e3, 'pairs_per_sec': pairs / step_s,
                    'madds_per_sec': madds / step_s, 'matmul_madds_per_sec': rate,
-                   'native_vs_xla': ab,
+                   'native_vs_xla': ab, 'slices_vs_reduction': sums,
                    'kernels': [{'kernel': k, 'ms': ms, 'op': op} for k, ms, op in top]})
       where = ('a fresh model' if state is None else
                f'after {trained_steps:,} steps (violator rate {violator_rate:.1%})')
@@ -167,4 +185,7 @@ def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
         print(f'    the native row kernel against XLA\'s form: {ab["native_ms"]:.2f} against '
               f'{ab["xla_ms"]:.2f} ms a step (medians), paired ratio {ab["ratio"]:.2f} '
               f'(interquartile {ab["ratio_iqr"][0]:.2f}–{ab["ratio_iqr"][1]:.2f})')
+      print(f'    sums in slices against one reduction each: {sums["slices_ms"]:.2f} against '
+            f'{sums["reduction_ms"]:.2f} ms a step (medians), paired ratio {sums["ratio"]:.2f} '
+            f'(interquartile {sums["ratio_iqr"][0]:.2f}–{sums["ratio_iqr"][1]:.2f})')
   return rows

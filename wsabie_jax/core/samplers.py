@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from wsabie_jax.core import lane_sums
+
 
 def random_words(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
   """Random uint32 words from a raw key (uint32[2]): XLA's counter-based
@@ -56,10 +58,13 @@ def skip_positives(u_BxK: jax.Array, pos_BxP: jax.Array, num_labels: int) -> jax
   """Maps u to the u-th label that is not a positive. With the positives
   sorted, p_j − j labels below p_j are not positives, so p_j lies below the
   u-th one iff p_j − j ≤ u: the label is u + #{j : p_j − j ≤ u}. Exact,
-  O(K·P) compares in one fused pass, never touches a Y-sized array."""
+  O(K·P) compares counted over P (in slices on the CPU, as `is_positive`),
+  never a Y-sized array."""
   j_P = jnp.arange(pos_BxP.shape[1], dtype=pos_BxP.dtype)
   below_BxP = jnp.where(pos_BxP < num_labels, pos_BxP - j_P, num_labels)  # padding: above every u
-  return u_BxK + jnp.sum(below_BxP[:, None, :] <= u_BxK[:, :, None], axis=2, dtype=u_BxK.dtype)
+  return u_BxK + lane_sums.sum_along(
+      lambda p0, p1: (below_BxP[:, None, p0:p1] <= u_BxK[:, :, None]).astype(u_BxK.dtype),
+      pos_BxP.shape[1], axis=2, width=1)
 
 
 def uniform_negatives(key: jax.Array, pos_BxP: jax.Array, num_pos_B: jax.Array,
@@ -70,8 +75,11 @@ def uniform_negatives(key: jax.Array, pos_BxP: jax.Array, num_pos_B: jax.Array,
 
 
 def is_positive(labels_BxK: jax.Array, pos_BxP: jax.Array) -> jax.Array:
-  """Whether each draw is one of the image's positives (to be rejected). O(K·P)."""
-  return jnp.any(labels_BxK[:, :, None] == pos_BxP[:, None, :], axis=2)
+  """Whether each draw is one of the image's positives (to be rejected). O(K·P),
+  the matches counted over P in slices on the CPU (core/lane_sums.py)."""
+  return lane_sums.sum_along(
+      lambda p0, p1: (labels_BxK[:, :, None] == pos_BxP[:, None, p0:p1]).astype(jnp.int32),
+      pos_BxP.shape[1], axis=2, width=1) > 0
 
 
 # Paper 004 §2.2 and §3.3: tags for the sampled skip-gram objective.

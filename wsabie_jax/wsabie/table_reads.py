@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from wsabie_jax.core import model, row_optim, samplers
+from wsabie_jax.core import lane_sums, model, row_optim
 from wsabie_jax.wsabie import warp
 from wsabie_jax.wsabie.settings import StepConfig
 
@@ -172,19 +172,26 @@ def exact_label_grads(W_YxD: jax.Array, image_BxD: jax.Array, label_BxQ: jax.Arr
   piece of W_y (Adagrad: slope²·mean(image_b²)). Also each pair's rank
   (its count of violators, B×Q)."""
   Y = W_YxD.shape[0]
+  B, Q = label_BxQ.shape
+  row_Bx1 = jnp.arange(B)[:, None]
   S_BxY = image_BxD @ W_YxD.T
   pos_BxQ = jnp.take_along_axis(S_BxY, label_BxQ, 1)
-  label_Y = jnp.arange(Y, dtype=pos_BxP.dtype)
-  negative_BxY = ~samplers.is_positive(jnp.broadcast_to(label_Y, S_BxY.shape), pos_BxP)
-  hinge_BxQxY = jnp.where(negative_BxY[:, None],
-                          warp.hinge(pos_BxQ[..., None], S_BxY[:, None], margin), 0.0)
-  violates_BxQxY = hinge_BxQxY > 0
-  rank_BxQ = jnp.sum(violates_BxQxY, axis=2)
+  # The image's own positives never violate: their scores −∞ here (pos_BxP's
+  # padding, Y, is dropped).
+  negative_BxY = S_BxY.at[row_Bx1, pos_BxP].set(-jnp.inf, mode='drop')
+  lead_BxQ = margin - pos_BxQ  # ȳ violates pair (b, q) where lead + f_ȳ > 0 (warp.hinge's sum)
+
+  def violates(q0, q1, y0, y1):  # pairs q0:q1 against labels y0:y1, B×(q1−q0)×(y1−y0)
+    return lead_BxQ[:, q0:q1, None] + negative_BxY[:, None, y0:y1] > 0
+
+  # Both sums over the B×Q×Y comparison are made without it (core/lane_sums.py).
+  rank_BxQ = lane_sums.sum_along(lambda y0, y1: violates(0, Q, y0, y1).astype(jnp.int32), Y,
+                                 axis=2, width=32)
   w_BxQ = weight_BxQ * warp.rank_loss(rank_BxQ, Y, rank_weights) / jnp.maximum(rank_BxQ, 1)
   # ∂loss/∂S: +w on each violator's score, −w·r on the positive's.
-  C_BxY = (jnp.einsum('bq,bqy->by', w_BxQ, violates_BxQxY.astype(w_BxQ.dtype))
-           - jnp.einsum('bq,bqy->by', w_BxQ * rank_BxQ,
-                        (label_BxQ[..., None] == label_Y).astype(w_BxQ.dtype)))
+  C_BxY = lane_sums.sum_along(
+      lambda q0, q1: jnp.where(violates(q0, q1, 0, Y), w_BxQ[:, q0:q1, None], 0.0), Q,
+      axis=1, width=1).at[row_Bx1, label_BxQ].add(-w_BxQ * rank_BxQ)
   # Σ w·Σ_viol (margin − f_y + f_ȳ) = Σ C·S + margin·Σ w·r: a B×Y sum, not B×Q×Y.
   loss = jnp.sum(C_BxY * S_BxY) + margin * jnp.sum(w_BxQ * rank_BxQ)
   sq_Y = jnp.square(C_BxY).T @ jnp.mean(jnp.square(image_BxD), -1)
