@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wsabie_jax.core import model
+from wsabie_jax.core import lane_sums, model
 from wsabie_jax.core import precision
 
 
@@ -221,10 +221,14 @@ def rank_and_top_k_from_scores(scores_BxY: jax.Array, pos_BxP: jax.Array, *, k: 
   valid_BxP = (pos_BxP >= 0) & (pos_BxP < Y)
   pos_score_BxP = jnp.take_along_axis(scores_BxY, jnp.clip(pos_BxP, 0, Y - 1), 1)
   ids_Y = jnp.arange(Y)
-  before_BxPxY = ((scores_BxY[:, None, :] > pos_score_BxP[:, :, None])
-                  | ((scores_BxY[:, None, :] == pos_score_BxP[:, :, None])
-                     & (ids_Y[None, None, :] < pos_BxP[:, :, None])))
-  ranks_BxP = jnp.sum(before_BxPxY, -1, dtype=jnp.int32)
+
+  def before(y0, y1):  # labels y0:y1 ranked above each positive
+    s_BxPxY = scores_BxY[:, None, y0:y1]
+    return ((s_BxPxY > pos_score_BxP[:, :, None])
+            | ((s_BxPxY == pos_score_BxP[:, :, None])
+               & (ids_Y[None, None, y0:y1] < pos_BxP[:, :, None]))).astype(jnp.int32)
+
+  ranks_BxP = lane_sums.sum_along(before, Y, axis=2, width=32)  # (core/lane_sums.py)
   top_s, top_i = jax.lax.top_k(scores_BxY, k)
   return jnp.where(valid_BxP, ranks_BxP, -1), top_i, top_s
 
