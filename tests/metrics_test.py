@@ -226,18 +226,22 @@ def test_files_keep_seven_significant_digits():
 
 
 def test_scored_ranks_over_many_labels_count_every_label_above():
-  """rank_and_top_k_from_scores with Y 77 (the CPU counts in 32-label slices,
-  the last padded): each positive's rank is the count of labels scoring above
-  it or tying with a lower id, by brute force; padding −1."""
+  """rank_and_top_k_from_scores and rank_and_top_k with Y 77 (the CPU counts
+  in 32-label slices, the last padded): each positive's rank is the count of
+  labels scoring above it or tying with a lower id, by brute force; padding −1."""
   rng = np.random.default_rng(3)
   scores = rng.integers(-3, 4, (9, 77)).astype(np.float32)  # many ties
   pos = np.full((9, 5), 77, np.int32)
   for b in range(9):
     pos[b, :b % 5 + 1] = np.sort(rng.choice(77, b % 5 + 1, replace=False))
-  ranks, _, _ = metrics.rank_and_top_k_from_scores(jnp.asarray(scores), jnp.asarray(pos), k=5)
   want = np.full(pos.shape, -1)
   for b, p in zip(*np.nonzero(pos < 77)):
     y = pos[b, p]
     want[b, p] = sum(scores[b, o] > scores[b, y] or (scores[b, o] == scores[b, y] and o < y)
                      for o in range(77))
+  ranks, _, _ = metrics.rank_and_top_k_from_scores(jnp.asarray(scores), jnp.asarray(pos), k=5)
+  np.testing.assert_array_equal(ranks, want)
+  # The same scores as embeddings (W the identity), in label chunks of 50 (the last padded).
+  ranks, _, _ = metrics.rank_and_top_k(jnp.asarray(scores), jnp.eye(77), jnp.asarray(pos), k=5,
+                                       score_kind='dot', chunk=50)
   np.testing.assert_array_equal(ranks, want)

@@ -63,15 +63,17 @@ def rank_and_top_k(image_BxD: jax.Array, W_YxD: jax.Array, pos_BxP: jax.Array,
   def count_and_top_k(carry, xs):
     above_BxP, top_s_Bxk, top_i_Bxk = carry
     ids_C, scores_BxC = chunk_scores(*xs)
-    s_BxPxC = scores_BxC[:, None, :]
     p_BxPx1 = pos_score_BxP[:, :, None]
-    before_BxPxC = (s_BxPxC > p_BxPx1) | ((s_BxPxC == p_BxPx1)
-                                          & (ids_C[None, None, :] < pos_BxP[:, :, None]))
-    # Never the positive itself: XLA may compile the two passes' matmuls
-    # differently (e.g. fuse the first pass's gather into it), so the positive's
-    # score here can exceed the one read in the first pass by an ulp.
-    before_BxPxC &= ids_C[None, None, :] != pos_BxP[:, :, None]
-    above_BxP = above_BxP + jnp.sum(before_BxPxC, axis=-1, dtype=jnp.int32)
+
+    def before(c0, c1):  # labels c0:c1 of the chunk ranked above each positive
+      s_BxPxC, ids = scores_BxC[:, None, c0:c1], ids_C[None, None, c0:c1]
+      return (((s_BxPxC > p_BxPx1) | ((s_BxPxC == p_BxPx1) & (ids < pos_BxP[:, :, None])))
+              # Never the positive itself: XLA may compile the two passes' matmuls
+              # differently (e.g. fuse the first pass's gather into it), so the
+              # positive's score here can exceed the one read in the first pass by an ulp.
+              & (ids != pos_BxP[:, :, None])).astype(jnp.int32)
+
+    above_BxP = above_BxP + lane_sums.sum_along(before, chunk, axis=2, width=32)
     merged_s = jnp.concatenate([top_s_Bxk, scores_BxC], axis=1)
     merged_i = jnp.concatenate([top_i_Bxk, jnp.broadcast_to(ids_C, (batch, chunk))], axis=1)
     # The running top-k holds lower ids than the chunk, so top_k's preference for
