@@ -15,25 +15,18 @@ compiled for (lax.platform_dependent).
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
+from wsabie_jax.core import ab_switch
+
 MAX_SLICES = 64  # slices a sum is cut into at most (each is traced and compiled)
-_turned_off = False
+_switch = ab_switch.Switch()
+turned_off = _switch.turned_off  # the one reduction on the CPU too (the profile's A/B)
 
 
-@contextlib.contextmanager
-def turned_off():
-  """The one reduction on the CPU too, for the sums traced inside (the profile's A/B)."""
-  global _turned_off
-  saved, _turned_off = _turned_off, True
-  try:
-    yield
-  finally:
-    _turned_off = saved
 
 
 def sum_along(term_of: Callable[[int, int], jax.Array], size: int, axis: int,
@@ -57,5 +50,5 @@ def sum_along(term_of: Callable[[int, int], jax.Array], size: int, axis: int,
     return jnp.sum(total, axis)
 
   one_reduction = lambda: jnp.sum(term_of(0, size), axis)
-  return jax.lax.platform_dependent(cpu=one_reduction if _turned_off else by_slices,
+  return jax.lax.platform_dependent(cpu=one_reduction if _switch.off else by_slices,
                                     default=one_reduction)

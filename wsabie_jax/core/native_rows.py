@@ -20,7 +20,6 @@ sums). WSABIE_JAX_NATIVE=0 turns the kernel off.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import hashlib
@@ -36,32 +35,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wsabie_jax.core import user_cache
+from wsabie_jax.core import ab_switch, user_cache
 
 log = logging.getLogger('wsabie_jax')
 
 SOURCE = pathlib.Path(__file__).with_suffix('.cc')
 TARGET = 'wsabie_add_scaled_rows'
 BUILD_SECONDS = 300  # a build that takes longer is abandoned (the XLA form is used)
-
-
-_turned_off = False
+_switch = ab_switch.Switch()
+turned_off = _switch.turned_off  # XLA's form for the ops traced inside (the profile's A/B, tests)
 
 
 def enabled() -> bool:
   """Whether ops traced now may take the kernel (WSABIE_JAX_NATIVE, `turned_off`)."""
-  return not _turned_off and os.environ.get('WSABIE_JAX_NATIVE', '1') != '0'
+  return not _switch.off and os.environ.get('WSABIE_JAX_NATIVE', '1') != '0'
 
 
-@contextlib.contextmanager
-def turned_off():
-  """XLA's form for the ops traced inside (the profile's A/B, tests)."""
-  global _turned_off
-  saved, _turned_off = _turned_off, True
-  try:
-    yield
-  finally:
-    _turned_off = saved
 
 
 def available() -> bool:
