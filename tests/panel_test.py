@@ -12,7 +12,7 @@ from tests import helpers
 from wsabie_jax import config as config_lib
 from wsabie_jax.config import args
 from wsabie_jax.data import corel5k_paths, load_splits
-from wsabie_jax.benchmarks import panel, panel_search, peers
+from wsabie_jax.benchmarks import panel, panel_search, panel_table, peers
 from wsabie_jax.wsabie import linear_member
 from wsabie_jax.core import native_rows
 from wsabie_jax.data import batching
@@ -131,12 +131,12 @@ def test_ratio_table():
   row = {'set': 's', 'budget': 10.0, 'dim': 128, 'p@5': 0.1, 'map': 0.2, 'epochs': 1.0}
   rows = _cell(row, {'p@1': 0.6, 'pairs_per_sec': 50.0}, {'p@1': 0.5, 'pairs_per_sec': 100.0},
                {'p@1': 0.4, 'pairs_per_sec': 10.0})
-  text = panel.table(rows)
+  text = panel_table.table(rows, panel.REACH_AT, panel.REACH_WITHIN)
   assert '| s | 10 s | wsabie_jax | 128 | 0.600 | 0.100 | 0.200 | 50 | 1.0 |' in text
   assert '| s | 10 s | 1.20 | 0.50 |' in text
   reach = ([{**r, 'set': 'a', 'target_p1': 0.5, 'seconds_to_target': 3.0} for r in rows]
            + [{**r, 'set': 'b', 'target_p1': 0.9, 'seconds_to_target': None} for r in rows])
-  text = panel.table(reach)
+  text = panel_table.table(reach, panel.REACH_AT, panel.REACH_WITHIN)
   assert '| a | 0.500 | 3.0 s |' in text and '| b | 0.900 | > 30 s |' in text
 
 
@@ -145,7 +145,7 @@ def test_seeded_rows_give_the_gap_in_standard_errors():
          'pairs_per_sec': 10.0}
   rows = _cell(row, {'p@1': 0.70, 'p@1_sem': 0.003}, {'p@1': 0.72, 'p@1_sem': 0.004},
                {'p@1': 0.60, 'p@1_sem': 0.001})
-  text = panel.table(rows)
+  text = panel_table.table(rows, panel.REACH_AT, panel.REACH_WITHIN)
   # −0.020 over √(0.003² + 0.004²) = 0.005: four standard errors, against the better LightFM
   assert '| s | 60 s | 0.97 | 1.00 | -0.020 (-4.0) |' in text
   assert '| s | 60 s | wsabie_jax | 8 | 0.700 ± 0.003 |' in text

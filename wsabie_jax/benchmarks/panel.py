@@ -39,7 +39,7 @@ from wsabie_jax import config as config_lib
 from wsabie_jax.data import settings as data_settings
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, load_splits
-from wsabie_jax.benchmarks import peers, standins, timed
+from wsabie_jax.benchmarks import panel_table, peers, standins, timed
 from wsabie_jax.api import run
 from wsabie_jax.methods import wsabie as wsabie_method
 from wsabie_jax.wsabie import fitting, linear_member
@@ -162,10 +162,11 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
                 else f'  member {s.get("ensemble_member") or "one_vs_rest"} at λ '
                 f'{s["ensemble_weight"]:g} (WSABIE alone: '
                 f'p@1 {s["wsabie_p@1"]:.4f})')
-      print(f'  {s["budget"]:>4.0f} s  {s["system"]:<22} p@1 {_p1(s, 4)}  p@5 {s["p@5"]:.4f}  '
-            f'MAP {s["map"]:.4f}  {s["pairs_per_sec"]:>9,.0f} pairs/s  {s["epochs"]:6.1f} epochs'
+      print(f'  {s["budget"]:>4.0f} s  {s["system"]:<22} p@1 {panel_table.p1(s, 4)}  '
+            f'p@5 {s["p@5"]:.4f}  MAP {s["map"]:.4f}  {s["pairs_per_sec"]:>9,.0f} pairs/s  '
+            f'{s["epochs"]:6.1f} epochs'
             + member, flush=True)
-  print(table(rows))
+  print(panel_table.table(rows, REACH_AT, REACH_WITHIN))
   if any('best_peer' in r for r in rows):
     print(peers.table(rows, REACH_WITHIN))
   return {'rows': rows}
@@ -351,55 +352,3 @@ def _lightfm_seeds(train, test, dim, threads, budgets, max_sampled, seeds: int) 
                        for k in ('seconds', 'epochs', 'pairs_per_sec')},
            'p@1_runs': [r['p@1'] for r in at], **_mean_over_seeds(at)}
           for at in zip(*runs)]
-
-
-def table(rows: list[dict]) -> str:
-  """Markdown: set × budget, each system's p@1 / p@5 / MAP and pairs/s, and
-  ours ÷ the better LightFM (p@1) and ÷ LightFM max_sampled=10 (pairs/s).
-  Rows averaged over seeds show p@1 ± its standard error, and the ratios
-  ours' p@1 − the better LightFM's in standard errors of that difference."""
-  seeded = any(r.get('p@1_sem') is not None for r in rows)
-  lines = ['| set | budget | system | D | p@1 | p@5 | MAP | pairs/s | epochs |',
-           '|---|---|---|---|---|---|---|---|---|']
-  ratios = ['', '| set | budget | ours p@1 ÷ better LightFM | ours pairs/s ÷ LightFM (10) |'
-            + (' ours − better LightFM (standard errors) |' if seeded else ''),
-            '|---|---|---|---|' + ('---|' if seeded else '')]
-  keyed = {}
-  for r in rows:
-    keyed.setdefault((r['set'], r['budget']), []).append(r)
-    lines.append(f'| {r["set"]} | {r["budget"]:.0f} s | {r["system"]} | {r["dim"]} | '
-                 f'{_p1(r)} | {r["p@5"]:.3f} | {r["map"]:.3f} | {r["pairs_per_sec"]:,.0f} | '
-                 f'{r["epochs"]:.1f} |')
-  for (name, budget), group in keyed.items():
-    ours = next(r for r in group if r['system'] == 'wsabie_jax')
-    theirs = [r for r in group if r['system'] != 'wsabie_jax']
-    if not theirs:  # (LightFM not installed)
-      continue
-    best = max(theirs, key=lambda r: r['p@1'])
-    default = next(r for r in theirs if r['system'].endswith('=10'))
-    ratios.append(f'| {name} | {budget:.0f} s | {ours["p@1"] / max(best["p@1"], 1e-9):.2f} | '
-                  f'{ours["pairs_per_sec"] / default["pairs_per_sec"]:.2f} |'
-                  + (f' {_gap(ours, best)} |' if seeded else ''))
-  if len(ratios) == 3:  # (no LightFM row to read ours against)
-    ratios = []
-  reach = {r['set']: r for r in rows if 'target_p1' in r}
-  if reach:
-    ratios += ['', f'| set | the better LightFM\'s {REACH_AT:.0f}-s p@1 | ours reaches it in |',
-               '|---|---|---|']
-    ratios += [f'| {name} | {r["target_p1"]:.3f} | '
-               + (f'{r["seconds_to_target"]:.1f} s |' if r['seconds_to_target'] is not None
-                  else f'> {REACH_WITHIN:.0f} s |') for name, r in reach.items()]
-  return '\n'.join(lines + ratios)
-
-
-def _p1(row: dict, digits: int = 3) -> str:
-  sem = row.get('p@1_sem')
-  return f'{row["p@1"]:.{digits}f}' + (f' ± {sem:.{digits}f}' if sem is not None else '')
-
-
-def _gap(ours: dict, theirs: dict) -> str:
-  """ours' p@1 − theirs, and that in standard errors of the difference
-  (the two means' errors combined)."""
-  diff = ours['p@1'] - theirs['p@1']
-  se = np.hypot(ours.get('p@1_sem') or 0.0, theirs.get('p@1_sem') or 0.0)
-  return f'{diff:+.3f}' + (f' ({diff / se:+.1f})' if se > 0 else '')
