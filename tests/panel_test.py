@@ -260,6 +260,27 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05,
                          clock=lambda: next(ticks))
   assert 7.0 < got < 12.0
+  # Scored from the fine grid's first step on, not the coarse one's.
+  config.model.ensemble = 'none'
+  got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=4.0, fine_until=3.2)
+  assert panel.pause_times(4.0, 3.2)(0.0) == pytest.approx(0.1) and 0.1 <= got < 5.0
+
+
+def test_reach_is_scored_finely_within_twice_the_peers_time():
+  """panel.pause_times: REACH_FINE scorings up to twice the peer's seconds
+  (no finer than REACH_FINEST), then one every REACH_EVERY; none fine
+  without a peer's time (the old 1-s grid)."""
+  def times(after, until):
+    got, t = [], 0.0
+    while (t := after(t)) <= until:
+      got.append(round(t, 6))
+    return got
+  fine = times(panel.pause_times(1.0, fine_until=6.4), 8.5)
+  assert fine == [round(0.2 * i, 6) for i in range(1, 33)] + [7.4, 8.4]
+  assert times(panel.pause_times(1.0, fine_until=0.6), 2.7)[:12] == [
+      round(0.05 * i, 6) for i in range(1, 13)]
+  assert times(panel.pause_times(1.0, fine_until=0.6), 2.7)[12:] == [1.6, 2.6]
+  assert times(panel.pause_times(1.0), 3.5) == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.slow  # the profile benchmark end to end: a trace and the kernel's A/B compiled

@@ -104,7 +104,8 @@ def _seconds_a_step(cfg, num_features: int, step, inputs, steps: int,
 
 def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
                budget_seconds: float, seed: int = 0, steps_per_call: int = 16,
-               on_pause: Callable | None = None, pause_every_seconds: float = 0.0,
+               on_pause: Callable | None = None,
+               pause_every_seconds: float | Callable[[float], float] = 0.0,
                positives_per_row: int = 1):
   """WARP until the budget is spent, fed as the training loop feeds it
   (training/dispatch.py): (params, per-epoch [pairs, seconds]); a batch is
@@ -112,7 +113,8 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
 
   As in the loop, compilation is left out and every call's steps are timed.
   `on_pause(params, pairs, seconds)` runs off the clock
-  every `pause_every_seconds` of training (a learning curve against time);
+  every `pause_every_seconds` of training (a learning curve against time),
+  or, given a function, at its value of the last pause's seconds (0 first);
   training ends there when it returns True.
   """
   stream = batching.PairStream(train, batch_size, seed, positives_per_row=positives_per_row)
@@ -122,8 +124,10 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
   # Calls end at epoch ends, so each epoch's pairs and seconds are its own.
   steps = _calls(cfg, stream, steps_per_call, every=max(steps_per_epoch, 1), total=10**9)
   step = 0
+  after = (pause_every_seconds if callable(pause_every_seconds)
+           else lambda last: last + pause_every_seconds)
   with recorder.objects_frozen():  # as in the loop: no full collection mid-run
-    epochs, spent, next_pause = [], 0.0, pause_every_seconds
+    epochs, spent, next_pause = [], 0.0, after(0.0)
     stop = False
     while spent < budget_seconds and not stop:
       t, start = time.perf_counter(), step - step % steps_per_epoch
@@ -138,7 +142,7 @@ def train_ours(train: SparseDataset, cfg: step_lib.StepConfig, batch_size: int,
           paused = time.perf_counter()
           stop = bool(on_pause(state.params, step * pairs_a_step, spent + paused - t))
           t += time.perf_counter() - paused
-          next_pause += pause_every_seconds
+          next_pause = after(next_pause)
       jax.block_until_ready(state)
       seconds = time.perf_counter() - t
       epochs.append([(step - start) * pairs_a_step, seconds])
