@@ -401,8 +401,10 @@ def test_the_peer_table_names_the_best_peer_and_the_reach():
            'test_images': 500, 'seconds_to_best_peer': 3.0}]
   lines = peers.table(rows, panel.REACH_WITHIN).splitlines()
   assert lines[2] == ('| debtags | 60 s | 0.899 | 0.454 | omikuji_bonsai (raw) | '
-                      '0.915 / 0.618 / 0.459 | 7.9 | behind | not within 30 s |')
-  assert lines[3].endswith('| ahead | 3.0 s |')
+                      '0.915 / 0.618 / 0.459 | 7.90 | behind | not within 30 s |')
+  assert lines[3].endswith('| 7.90 | ahead | 3.00 s, within |')
+  rows[1].update(seconds_to_best_peer=7.91)
+  assert peers.table(rows, panel.REACH_WITHIN).splitlines()[3].endswith('| 7.91 s, over |')
 
 
 def test_the_folds_score_every_training_example_once_and_never_read_the_test_file(
