@@ -219,17 +219,42 @@ def test_a_streamed_batchs_rows_are_its_slice(tmp_path):
 # --- launch/local_cluster.py's supervisor ----------------------------------------
 
 def test_the_local_cluster_prefixes_output_and_returns_the_first_failure(capsys):
-  import sys
+  """Was: each process started with a preexec_fn, Python run in the forked
+  child of this multithreaded process (JAX's threads): JAX warned of a
+  possible deadlock at every start. Started through a shim instead, none."""
+  import warnings
+  import jax
   from wsabie_jax.api import local_cluster
+  jax.devices()  # (JAX warns at a fork once its runtime has started)
   py = lambda code: [sys.executable, '-c', code]
-  assert local_cluster.run_cluster([py('print("a")'), py('print("b")')], {}, 1.0) == 0
+  with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter('always')
+    assert local_cluster.run_cluster([py('print("a")'), py('print("b")')], {}, 1.0) == 0
   assert sorted(capsys.readouterr().out.splitlines()) == ['[p0] a', '[p1] b']
+  assert not [w for w in said if 'fork' in str(w.message) or 'unclosed' in str(w.message)], \
+      [str(w.message) for w in said]
   # One fails; the other would run for ever: killed after the grace period.
   status = local_cluster.run_cluster([py('import sys; sys.exit(3)'),
                                       py('import time; time.sleep(600)')], {}, 0.5)
   assert status == 3
   assert 'process 1 still running 0 s after a peer failed or a signal: killing it' in \
       capsys.readouterr().out
+
+
+def test_the_shim_runs_the_command_only_while_its_supervisor_lives():
+  """local_cluster's start shim: under this process it becomes the command
+  (the same pid, its exit status); told another parent (the supervisor died
+  before it asked for SIGTERM at its death), it stops with 128 + SIGTERM and
+  runs nothing."""
+  from wsabie_jax.api import local_cluster
+  cmd = [sys.executable, '-c', 'import os, sys; print("ran", os.getpid()); sys.exit(7)']
+  live = subprocess.Popen(local_cluster.dying_with_this_process(cmd), stdout=subprocess.PIPE,
+                          text=True)
+  out, _ = live.communicate(timeout=60)
+  assert live.returncode == 7 and out.split() == ['ran', str(live.pid)]
+  orphan = subprocess.run([sys.executable, '-c', local_cluster._DIE_WITH_PARENT, '1', *cmd],
+                          capture_output=True, text=True, timeout=60)
+  assert orphan.returncode == 128 + signal.SIGTERM and 'ran' not in orphan.stdout
 
 
 # A process that says which signals it got, as training does: it saves, and exits 128 + n.

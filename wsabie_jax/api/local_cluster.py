@@ -61,14 +61,27 @@ def _relay(i: int, stream, out):
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _die_with_parent() -> None:
-  """In a started process: SIGTERM (save and stop) when the supervisor dies,
-  even by SIGKILL (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
-  try:
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-  except (OSError, AttributeError):
-    pass
+# Each process starts through this shim: Linux is asked to SIGTERM it (save
+# and stop) when the supervisor dies, even by SIGKILL (PR_SET_PDEATHSIG, kept
+# across the exec that follows; elsewhere nothing), then it becomes the
+# command. Not a preexec_fn: that runs Python in the forked child of a
+# supervisor that may hold threads (JAX's, in a notebook or a test), which can
+# deadlock there, and JAX warns of it at every fork.
+_DIE_WITH_PARENT = """
+import ctypes, os, signal, sys
+try:
+  ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+  pass
+if os.getppid() != int(sys.argv[1]):  # the supervisor died before the prctl
+  sys.exit(128 + signal.SIGTERM)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def dying_with_this_process(cmd: list[str]) -> list[str]:
+  """`cmd` started through the shim above: SIGTERM when this process dies."""
+  return [sys.executable, '-c', _DIE_WITH_PARENT, str(os.getpid()), *cmd]
 
 
 def run_cluster(cmds: list[list[str]], env: dict, grace_seconds: float, cwd=None) -> int:
@@ -76,8 +89,8 @@ def run_cluster(cmds: list[list[str]], env: dict, grace_seconds: float, cwd=None
   After one fails, the rest get `grace_seconds` to end, then SIGKILL. A
   SIGINT, SIGTERM or SIGHUP to the supervisor is passed to every process,
   which saves and stops; they get `grace_seconds` to do so."""
-  procs = [subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True, preexec_fn=_die_with_parent)
+  procs = [subprocess.Popen(dying_with_this_process(c), cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
            for c in cmds]
   relays = [threading.Thread(target=_relay, args=(i, p.stdout, sys.stdout), daemon=True)
             for i, p in enumerate(procs)]
@@ -117,4 +130,7 @@ def run_cluster(cmds: list[list[str]], env: dict, grace_seconds: float, cwd=None
       p.wait()
     for t in relays:
       t.join(timeout=5)
+    for p, t in zip(procs, relays):
+      if not t.is_alive():  # (one still reading keeps its pipe: a child's child holds it)
+        p.stdout.close()
   return status or next((p.returncode for p in procs if p.returncode), 0)
