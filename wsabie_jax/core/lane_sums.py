@@ -27,8 +27,6 @@ _switch = ab_switch.Switch()
 turned_off = _switch.turned_off  # the one reduction on the CPU too (the profile's A/B)
 
 
-
-
 def sum_along(term_of: Callable[[int, int], jax.Array], size: int, axis: int,
               width: int) -> jax.Array:
   """Σ along `axis` (of length `size`) of the term whose slice [j0:j1] along

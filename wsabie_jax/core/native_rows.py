@@ -51,8 +51,6 @@ def enabled() -> bool:
   return not _switch.off and os.environ.get('WSABIE_JAX_NATIVE', '1') != '0'
 
 
-
-
 def available() -> bool:
   """Whether the kernel is enabled, built and registered with JAX (built on the first call)."""
   return enabled() and _loaded()
