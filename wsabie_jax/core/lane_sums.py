@@ -2,8 +2,8 @@
 
 XLA:CPU emits a reduction fused with its producer as a scalar loop over the
 reduced axis, where an elementwise fusion runs vectorised. The exact rank's
-two sums over a B×Q×Y comparison (table_reads.exact_label_grads) and the
-draws' matches against the positives (samplers), evaluation's ranks
+two sums over a B×Q×Y comparison (table_reads.exact_label_grads), the
+draws' matches against the positives (samplers) and evaluation's ranks
 (metrics) pay that: with them made in
 slices Delicious' exact-rank step takes 7.5 ms against 21.5 as one reduction
 each, debtags' drawn step 3.6 against 5.0 ms (2-core CPU; `launch/benchmark.py
