@@ -8,6 +8,7 @@ runs them (a scan over real batches of the data), after compilation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import jax
@@ -21,15 +22,25 @@ from wsabie_jax.wsabie import table_reads
 STEPS = 16  # a call's steps, scanned
 
 
-def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None):
+def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None,
+                 anew: bool = False):
   """(call, state, batches): STEPS steps scanned in one jitted call, the
-  stream's first STEPS batches, and `state` (default a fresh one)."""
+  stream's first STEPS batches, and `state` (default a fresh one). The call
+  is one function a config, compiled once for every measurement of it, unless
+  `anew`: a call traced afresh, for a step compiled under a switch its trace
+  reads (step_profile.paired's 'off' arm: jit's own cache would hand back the
+  program traced without it)."""
   batches = _batches(stream, 0)
-  call = jax.jit(lambda state, b: jax.lax.scan(
-      lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
+  call = _scanned(cfg) if not anew else _scanned.__wrapped__(cfg)
   if state is None:
     state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
   return call, state, batches
+
+
+@functools.lru_cache(maxsize=16)
+def _scanned(cfg: step_lib.StepConfig):
+  return jax.jit(lambda state, b: jax.lax.scan(
+      lambda s, x: step_lib.train_step(cfg, s, x), state, b), donate_argnums=0)
 
 
 def _batches(stream, first: int):

@@ -71,7 +71,8 @@ def paired(cfg, stream, num_features: int, state, rounds: int, turned_off) -> di
   for arm in ('off', 'on'):
     copy = None if state is None else jax.tree.map(jnp.copy, state)
     with turned_off() if arm == 'off' else contextlib.nullcontext():
-      call, copy, batches = gather_vs_whole.scanned_call(cfg, stream, num_features, copy)
+      call, copy, batches = gather_vs_whole.scanned_call(cfg, stream, num_features, copy,
+                                                         anew=arm == 'off')
       copy, _ = call(copy, batches)  # (compiled here, as the arm says)
     arms[arm] = [call, jax.block_until_ready(copy), batches]
   seconds = {arm: [] for arm in arms}
@@ -109,13 +110,14 @@ def kernels(cfg, stream, num_features: int, calls: int = 5,
   from `state` (default a fresh one), most costly first."""
   steps = gather_vs_whole.STEPS
   call, state, batches = gather_vs_whole.scanned_call(cfg, stream, num_features, state)
-  hlo = call.lower(state, batches).compile().as_text()
-  state, _ = call(state, batches)
+  compiled = call.lower(state, batches).compile()  # (its text names the trace's kernels)
+  hlo = compiled.as_text()
+  state, _ = compiled(state, batches)
   jax.block_until_ready(state)
   with tempfile.TemporaryDirectory() as folder:
     with jax.profiler.trace(folder, create_perfetto_trace=True):
       for _ in range(calls):
-        state, _ = call(state, batches)
+        state, _ = compiled(state, batches)
       jax.block_until_ready(state)
     events = json.load(gzip.open(glob.glob(f'{folder}/**/*.trace.json.gz', recursive=True)[0]))
   ops = _ops_of(hlo)
@@ -146,7 +148,7 @@ def _ops_of(hlo: str) -> dict[str, str]:
 def run(specs, config_path: str = panel.DEFAULT_CONFIG, seconds: float = 1.5,
         overrides: dict | None = None, trained_steps: int = TRAINED_STEPS,
         ab_rounds: int = AB_ROUNDS) -> list[dict]:
-  rate = matmul_rate()
+  rate = matmul_rate(seconds)
   print(f'\nthis machine: {rate / 1e9:.1f} G multiply-adds/s on a 512×128×4096 matmul')
   rows = []
   for spec in specs:
