@@ -305,6 +305,37 @@ def test_step_profile_ranks_the_kernels(tmp_path):
     assert sums['ratio_iqr'][0] <= sums['ratio'] <= sums['ratio_iqr'][1]
 
 
+def test_the_profiles_off_arm_is_traced_under_its_switch(monkeypatch):
+  """gather_vs_whole.scanned_call hands every measurement of a config one
+  jitted call; step_profile.paired's 'off' arm must not be handed it, or jit
+  would run the program traced without the switch and the A/B read 1."""
+  import contextlib
+  from wsabie_jax.benchmarks import gather_vs_whole, step_profile
+  from wsabie_jax.data import synthetic
+  from wsabie_jax.wsabie import step as step_lib
+  spec = synthetic.SyntheticSpec(num_labels=30, num_features=50, nnz=5)
+  stream = batching.PairStream(synthetic.generate(spec, 64), 8, 0)
+  cfg = helpers.step_config(30, dim=4, num_draws=5)
+  switched, traced = [False], []
+
+  @contextlib.contextmanager
+  def turned_off():
+    switched[0] = True
+    try:
+      yield
+    finally:
+      switched[0] = False
+
+  step = step_lib.train_step
+  monkeypatch.setattr(step_lib, 'train_step',
+                      lambda *a: (traced.append(switched[0]), step(*a))[1])
+  call, state, batches = gather_vs_whole.scanned_call(cfg, stream, 50)
+  call(state, batches)  # the config's call, traced and compiled outside the switch
+  ab = step_profile.paired(cfg, stream, 50, None, 1, turned_off)
+  assert True in traced and ab['on_ms'] > 0 and ab['off_ms'] > 0
+  assert gather_vs_whole.scanned_call(cfg, stream, 50)[0] is call  # (the 'on' arm's: one call)
+
+
 def test_each_kernel_is_named_by_its_line_of_the_compiled_program():
   """step_profile._ops_of (one pass over XLA's text) gives each instruction the
   op and shape a search of the text for its line gives (the slow reference)."""
