@@ -327,8 +327,12 @@ def test_the_profiles_off_arm_is_traced_under_its_switch(monkeypatch):
       switched[0] = False
 
   step = step_lib.train_step
-  monkeypatch.setattr(step_lib, 'train_step',
-                      lambda *a: (traced.append(switched[0]), step(*a))[1])
+
+  def recorded(*args):  # a trace of the step notes whether the switch is on
+    traced.append(switched[0])
+    return step(*args)
+
+  monkeypatch.setattr(step_lib, 'train_step', recorded)
   call, state, batches = gather_vs_whole.scanned_call(cfg, stream, 50)
   call(state, batches)  # the config's call, traced and compiled outside the switch
   ab = step_profile.paired(cfg, stream, 50, None, 1, turned_off)

@@ -31,7 +31,7 @@ def scanned_call(cfg: step_lib.StepConfig, stream, num_features: int, state=None
   reads (step_profile.paired's 'off' arm: jit's own cache would hand back the
   program traced without it)."""
   batches = _batches(stream, 0)
-  call = _scanned(cfg) if not anew else _scanned.__wrapped__(cfg)
+  call = _scanned.__wrapped__(cfg) if anew else _scanned(cfg)  # (the cache bypassed)
   if state is None:
     state = step_lib.init_state(jax.random.PRNGKey(0), num_features, cfg)
   return call, state, batches

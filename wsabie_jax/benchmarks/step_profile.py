@@ -73,7 +73,7 @@ def paired(cfg, stream, num_features: int, state, rounds: int, turned_off) -> di
     with turned_off() if arm == 'off' else contextlib.nullcontext():
       call, copy, batches = gather_vs_whole.scanned_call(cfg, stream, num_features, copy,
                                                          anew=arm == 'off')
-      copy, _ = call(copy, batches)  # (compiled here, as the arm says)
+      copy, _ = call(copy, batches)  # ('off' compiled here, under its switch; 'on' where not yet)
     arms[arm] = [call, jax.block_until_ready(copy), batches]
   seconds = {arm: [] for arm in arms}
   for _ in range(rounds):
