@@ -38,7 +38,7 @@ Suites:
              (benchmarks/standins.py, written once under $WSABIE_JAX_CACHE).
              python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…,standin:text
              (--panel_override=train.select_metric=p@1: ours with one setting changed;
-             --panel_seeds=3: both systems at seeds 0-2, each cell mean ± standard error)
+             --panel_seeds=3: every system at seeds 0-2, each cell mean ± standard error)
   panel_search  (by name) panel_search.SEARCH[--panel_round]'s settings for configs/wsabie_mulan.py, each
              trained --budget_seconds on every panel set's training file less a 20%
              validation split and scored there (test files unread); with
@@ -65,8 +65,9 @@ Suites:
              instead (benchmarks/peers.py: napkinXC PLT and BR, omikuji Parabel
              and Bonsai, fastText ova, scikit-learn one-vs-rest; those installed,
              pip install -e '.[peers]'), each on every --panel set's raw and
-             tf-idf features, 2 threads: test p@1, p@3, p@5, training seconds.
-             The panel suite runs them too, and reads ours against the best.
+             tf-idf features, 2 threads: test p@1, p@3, p@5, training seconds
+             (--panel_seeds=3: each the mean of seeds 0-2). The panel suite runs
+             them too, at its seeds, and reads ours against the best.
              python launch/benchmark.py --suite=peers --panel=corel5k,DIR/enron
   input      (by name) the streamed input alone: pairs/s at which the web-scale
              config's calls of batches are built from its shards
@@ -104,8 +105,9 @@ _PANEL_RUNS = flags.DEFINE_integer('panel_runs', 3, 'Runs of ours a budget whose
                                    'lasts under 60 s, pairs/s their median (panel suite; a '
                                    'longer run is not repeated).')
 _PANEL_SEEDS = flags.DEFINE_integer(
-    'panel_seeds', 1, 'panel: both systems run with seeds 0 … N − 1 (ours: init, draws and '
-    'validation split; LightFM: random_state), each cell their mean ± standard error.', lower_bound=1)
+    'panel_seeds', 1, 'panel: every system runs with seeds 0 … N − 1 (ours: init, draws and '
+    'validation split; LightFM: random_state; the peers: their seed, omikuji N runs), each '
+    'cell their mean ± standard error.', lower_bound=1)
 _PANEL_OVERRIDE = flags.DEFINE_multi_string(
     'panel_override', [], "SECTION.KEY=VALUE set in ours' config after the file's, before its "
     "'auto' fields are fitted (panel, profile and folds suites), e.g. train.select_metric=p@1.")

@@ -69,3 +69,29 @@ def test_a_missing_library_is_skipped_with_a_line(monkeypatch):
   assert peers.run(_easy(20), _easy(10), names=['nothing'], log=lines.append) == []
   assert lines == ['  nothing: skipped (no_such_module_here is not installed: '
                    'pip install -e ".[peers]")']
+
+
+def test_a_row_is_the_mean_of_its_seeds_runs(monkeypatch):
+  """With seeds > 1 each seed reaches the peer, and the row holds the mean of
+  the runs' p@k with the standard error of the p@1 mean (a fake peer whose
+  top label is right on images i < seed + 1 of the test split)."""
+  test = _easy(4)
+  truth = [int(test.labels(i)[0]) for i in range(test.num_images)]
+  wrong = [next(y for y in range(test.num_labels) if y not in test.labels(i))
+           for i in range(test.num_images)]
+  seen = []
+
+  def top_labels(train, test_, threads, scratch, seed):
+    seen.append(seed)
+    first = [truth[i] if i <= seed else wrong[i] for i in range(test_.num_images)]
+    return lambda: np.array([[y] + [-1] * (peers.TOP - 1) for y in first])
+
+  monkeypatch.setitem(peers.PEERS, 'fake', peers.Peer('fake', 'numpy', top_labels, tfidf=False))
+  (row,) = peers.run(_easy(20), test, names=['fake'], seeds=3, log=lambda line: None)
+  assert seen == [0, 1, 2]
+  n = test.num_images  # (_easy's last three images have no words; every image has a label)
+  p1 = np.array([1, 2, 3]) / n
+  assert row['p@1'] == pytest.approx(p1.mean())
+  assert row['p@1_sem'] == pytest.approx(p1.std(ddof=1) / np.sqrt(3))
+  (single,) = peers.run(_easy(20), test, names=['fake'], log=lambda line: None)
+  assert single['p@1'] == pytest.approx(1 / n) and 'p@1_sem' not in single

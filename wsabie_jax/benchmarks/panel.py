@@ -125,7 +125,8 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
   standard error, so a gap can be read against the spread of both.
   `with_peers`: the extreme-classification libraries too (benchmarks/peers.py,
   those installed), each trained to completion on the set's raw and tf-idf
-  features; `peers.table` reads ours against the best of them."""
+  features, at the same seeds; `peers.table` reads ours against the best of
+  them."""
   budgets = sorted(budgets)
   rows = []
   for spec in specs:
@@ -140,7 +141,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
           flush=True)
     snapshots = _ours(config, budgets, runs, seeds)
     if with_peers:
-      stats.update(versus_peers(data, cfg, config, test, threads))
+      stats.update(versus_peers(data, cfg, config, test, threads, seeds=seeds))
     lightfm_dim = dim or cfg.model.dim
     if importlib.util.find_spec('lightfm') is None:
       print('  LightFM: skipped (not installed; docs/RESULTS.md says how)', flush=True)
@@ -172,16 +173,16 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
   return {'rows': rows}
 
 
-def versus_peers(data, cfg, config, test, threads: int, names=None) -> dict:
+def versus_peers(data, cfg, config, test, threads: int, names=None, seeds: int = 1) -> dict:
   """{'peers': their rows, and where one ran, 'best_peer', 'test_images' and
   'seconds_to_best_peer'}: the extreme-classification libraries
   (benchmarks/peers.py; `names`, all by default) trained to completion with
   `threads` threads on the set's raw and tf-idf features (`data` as the file
-  holds it), then ours (`cfg`, `config`: ours_settings') trained towards the
+  holds it), each row its mean over `seeds` seeds, then ours (`cfg`, `config`: ours_settings') trained towards the
   best one's test p@1 for twice its training time (REACH_WITHIN at least)."""
   raw = load_splits(with_valid(ml_collections.ConfigDict(
       {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}), 0.0))
-  found = {'peers': peers.run(raw[0], raw[2], threads, names)}
+  found = {'peers': peers.run(raw[0], raw[2], threads, names, seeds=seeds)}
   best = peers.best(found['peers'])
   if best is not None:
     found.update(best_peer=best, test_images=test.num_images,

@@ -6,7 +6,12 @@ tf-idf weighting (`tfidf`: idf from the training split, rows l2-normalised,
 what the tree libraries are usually fed), with each library's documented
 multi-label settings and `threads` threads, to completion; it is timed for
 training only and scored by its top 5 labels on the test split (p@1, p@3,
-p@5 over the test images that have labels, as ours are).
+p@5 over the test images that have labels, as ours are). With `seeds` > 1
+each row is the mean of runs at seeds 0 … seeds − 1, as ours' cells are
+(omikuji takes no seed: each of its runs is a draw of its own): the best of
+twelve single runs is a maximum of noisy figures, above what the library
+scores on average (docs/RESULTS.md "Against the extreme-classification
+libraries").
 
   napkinxc_plt     napkinXC's probabilistic label tree (PLT, hierarchical k-means)
   napkinxc_br      napkinXC's one-vs-rest binary relevance (BR)
@@ -44,8 +49,10 @@ KS = (1, 3, 5)
 class Peer:
   name: str
   module: str  # the library it imports
-  # (train, test, threads, a scratch folder) -> the test images' top-TOP label ids, n×TOP
-  top_labels: Callable[[SparseDataset, SparseDataset, int, pathlib.Path], np.ndarray]
+  # (train, test, threads, a scratch folder, seed) -> a call returning the test
+  # images' top-TOP label ids, n×TOP
+  top_labels: Callable[[SparseDataset, SparseDataset, int, pathlib.Path, int],
+                       Callable[[], np.ndarray]]
   tfidf: bool = True  # it also runs on the tf-idf weighting
 
   def available(self) -> bool:
@@ -83,9 +90,9 @@ def _padded(lists, n: int) -> np.ndarray:
 
 
 def _napkinxc(kind: str):
-  def top_labels(train, test, threads, scratch):
+  def top_labels(train, test, threads, scratch, seed):
     from napkinxc import models
-    model = getattr(models, kind)(str(scratch / f'napkinxc_{kind}'), threads=threads, seed=0)
+    model = getattr(models, kind)(str(scratch / f'napkinxc_{kind}'), threads=threads, seed=seed)
     model.fit(csr(train), label_lists(train))
     return lambda: _padded(model.predict(csr(test, train.num_features), top_k=TOP),
                            test.num_images)
@@ -105,7 +112,7 @@ def _xmc_file(ds: SparseDataset, path: pathlib.Path) -> pathlib.Path:
 
 
 def _omikuji(bonsai: bool):
-  def top_labels(train, test, threads, scratch):
+  def top_labels(train, test, threads, scratch, seed):  # (omikuji takes no seed)
     import omikuji
     hp = omikuji.Model.default_hyper_param()
     if bonsai:  # omikuji's README: --cluster.unbalanced --cluster.k 100 --max_depth 3
@@ -127,7 +134,7 @@ def _words(ds: SparseDataset, i: int) -> str:
   return ' '.join(' '.join([f'f{j}'] * max(1, int(round(v)))) for j, v in zip(idx, val))
 
 
-def _fasttext(train, test, threads, scratch):
+def _fasttext(train, test, threads, scratch, seed):
   import fasttext
   path = scratch / 'train.ft'
   with open(path, 'w') as f:
@@ -135,7 +142,7 @@ def _fasttext(train, test, threads, scratch):
       f.write(' '.join(f'__label__{y}' for y in train.labels(i)) + ' ' + _words(train, i) + '\n')
   # fastText's multi-label tutorial: one-vs-all loss, lr 0.5, 25 epochs.
   model = fasttext.train_supervised(str(path), loss='ova', lr=0.5, epoch=25, thread=threads,
-                                    verbose=0, seed=0)
+                                    verbose=0, seed=seed)
 
   def predict():
     # (A list of lines: its multi-line path returns plain lists, which numpy 2 takes.)
@@ -145,13 +152,14 @@ def _fasttext(train, test, threads, scratch):
   return predict
 
 
-def _sklearn(train, test, threads, scratch):
+def _sklearn(train, test, threads, scratch, seed):
   from sklearn.linear_model import LogisticRegression
   from sklearn.multiclass import OneVsRestClassifier
   from sklearn.preprocessing import MultiLabelBinarizer
   import warnings
   Y = MultiLabelBinarizer(classes=range(train.num_labels)).fit_transform(label_lists(train))
-  model = OneVsRestClassifier(LogisticRegression(solver='liblinear'), n_jobs=threads)
+  model = OneVsRestClassifier(LogisticRegression(solver='liblinear', random_state=seed),
+                              n_jobs=threads)
   with warnings.catch_warnings():  # (a label no training image has: a constant classifier)
     warnings.simplefilter('ignore')
     model.fit(csr(train), Y)
@@ -202,10 +210,11 @@ def _quiet_native_output():
 
 
 def run(train: SparseDataset, test: SparseDataset, threads: int = 2, names=None,
-        weightings=('raw', 'tfidf'), log=print) -> list[dict]:
+        weightings=('raw', 'tfidf'), log=print, seeds: int = 1) -> list[dict]:
   """Every available peer of `names` (all by default) at each weighting: rows of
-  {'peer', 'weighting', 'train_seconds', 'p@1', 'p@3', 'p@5'}; a missing
-  library is skipped with a line."""
+  {'peer', 'weighting', 'train_seconds', 'p@1', 'p@3', 'p@5'}, each the mean
+  over runs at seeds 0 … seeds − 1 (with 'p@1_sem', the standard error of that
+  mean, where seeds > 1); a missing library is skipped with a line."""
   rows = []
   weighted = dict(zip(('raw', 'tfidf'), ([train, test], tfidf(train, test))))
   for name in names or PEERS:
@@ -216,23 +225,32 @@ def run(train: SparseDataset, test: SparseDataset, threads: int = 2, names=None,
     for weighting in weightings:
       if weighting == 'tfidf' and not peer.tfidf:
         continue
-      tr, te = weighted[weighting]
-      with tempfile.TemporaryDirectory() as scratch:
-        try:
-          with _quiet_native_output():
-            start = time.perf_counter()
-            predict = peer.top_labels(tr, te, threads, pathlib.Path(scratch))
-            seconds = time.perf_counter() - start
-            top = predict()
-        except RuntimeError as error:  # (fastText's 'Encountered NaN': its rate diverged)
-          log(f'  {name:<16} {weighting:<6} failed: {error}')
-          continue
-        row = {'peer': name, 'weighting': weighting, 'train_seconds': seconds,
-               **precision_at(top, te)}
+      try:
+        runs = [_trained(peer, *weighted[weighting], threads, seed) for seed in range(seeds)]
+      except RuntimeError as error:  # (fastText's 'Encountered NaN': its rate diverged)
+        log(f'  {name:<16} {weighting:<6} failed: {error}')
+        continue
+      row = {'peer': name, 'weighting': weighting,
+             **{key: float(np.mean([r[key] for r in runs])) for key in runs[0]}}
+      if seeds > 1:
+        row['p@1_sem'] = float(np.std([r['p@1'] for r in runs], ddof=1) / np.sqrt(seeds))
       rows.append(row)
-      log(f'  {name:<16} {weighting:<6} p@1 {row["p@1"]:.4f}  p@3 {row["p@3"]:.4f}  '
-          f'p@5 {row["p@5"]:.4f}  trained in {seconds:.1f} s')
+      log(f'  {name:<16} {weighting:<6} p@1 {row["p@1"]:.4f}'
+          + (f' ± {row["p@1_sem"]:.4f}' if seeds > 1 else '')
+          + f'  p@3 {row["p@3"]:.4f}  p@5 {row["p@5"]:.4f}  trained in '
+          f'{row["train_seconds"]:.1f} s' + (f' (mean of {seeds} seeds)' if seeds > 1 else ''))
   return rows
+
+
+def _trained(peer: Peer, train: SparseDataset, test: SparseDataset, threads: int,
+             seed: int) -> dict:
+  """One run of a peer: {'train_seconds', 'p@1', 'p@3', 'p@5'}."""
+  with tempfile.TemporaryDirectory() as scratch, _quiet_native_output():
+    start = time.perf_counter()
+    predict = peer.top_labels(train, test, threads, pathlib.Path(scratch), seed)
+    seconds = time.perf_counter() - start
+    top = predict()
+  return {'train_seconds': seconds, **precision_at(top, test)}
 
 
 def best(rows: list[dict]) -> dict | None:
@@ -265,7 +283,7 @@ def table(rows: list[dict], within: float) -> str:
     best, reach = r['best_peer'], r['seconds_to_best_peer']
     lines.append(
         f'| {r["set"]} | {r["budget"]:.0f} s | {r["p@1"]:.3f}{sem(r)} | {r["p@5"]:.3f} | {best["peer"]} '
-        f'({best["weighting"]}) | {best["p@1"]:.3f} / {best["p@3"]:.3f} / {best["p@5"]:.3f} | '
+        f'({best["weighting"]}) | {best["p@1"]:.3f}{sem(best)} / {best["p@3"]:.3f} / {best["p@5"]:.3f} | '
         f'{_seconds(best["train_seconds"])} | {verdict(r["p@1"], best["p@1"], r["test_images"])} | '
         + (f'{_seconds(reach)} s, {"within" if reach <= best["train_seconds"] else "over"} |'
            if reach is not None else

@@ -165,7 +165,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
         folds_choice: bool = False) -> dict:
   """The named suites ('all' for every one), with the device and CPU count.
   `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel;
-  `panel_seeds`: the panel's seeds for both systems.
+  `panel_seeds`: the panel's seeds for every system (ours, LightFM, the peers).
   `panel_search_peer`: LightFM on panel_search's validation splits too.
   `accelerator_tables`, `accelerator_labels`: the accelerator suite's tables
   and its grid's Ys (None: all), its panel table on the `panel` sets;
@@ -205,7 +205,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'checkpoints' in suites:
     result['checkpoints'] = checkpoint_cost(small)
   if 'peers' in suites:
-    result['peers'] = peer_suite(panel)
+    result['peers'] = peer_suite(panel, seeds=panel_seeds)
   if 'input' in suites:
     webscale = configs.load('wsabie_webscale:small' if small else 'wsabie_webscale')
     result['input'] = input_rate(accelerator_webscale or webscale.data.shards_dir,
@@ -328,9 +328,10 @@ def input_rate(shards_dir: str, batch_size: int, threads=(1, 2, 4, 8), steps: in
   return rows
 
 
-def peer_suite(specs, threads: int = 2) -> dict:
+def peer_suite(specs, threads: int = 2, seeds: int = 1) -> dict:
   """The extreme-classification libraries alone (benchmarks/peers.py) on each
-  panel set's training and test files, raw and tf-idf: {set: rows}."""
+  panel set's training and test files, raw and tf-idf, each row the mean over
+  `seeds` seeds: {set: rows}."""
   import ml_collections
   from wsabie_jax.benchmarks import panel as panel_lib, peers
   from wsabie_jax.data import load_splits
@@ -341,5 +342,5 @@ def peer_suite(specs, threads: int = 2) -> dict:
         {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}))
     print(f'\n{name}: {train.num_images:,} train / {test.num_images:,} test, '
           f'Y={train.num_labels}, d={train.num_features}', flush=True)
-    out[name] = peers.run(train, test, threads)
+    out[name] = peers.run(train, test, threads, seeds=seeds)
   return out
