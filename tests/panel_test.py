@@ -438,6 +438,22 @@ def test_the_peer_table_names_the_best_peer_and_the_reach():
   assert lines[3].endswith('| 7.90 | ahead | 3.00 s, within |')
   rows[1].update(seconds_to_best_peer=7.91)
   assert peers.table(rows, panel.REACH_WITHIN).splitlines()[3].endswith('| 7.91 s, over |')
+  best['p@1_sem'] = 0.0012  # (the peer's mean over seeds: its standard error beside it)
+  assert '| 0.915 ± 0.001 / 0.618 / 0.459 |' in peers.table(rows, panel.REACH_WITHIN).splitlines()[2]
+
+
+def test_the_panels_seeds_reach_the_peers(tmp_path, monkeypatch):
+  """--panel_seeds=N runs each peer at N seeds too (panel.versus_peers hands
+  them to peers.run), so the bar is a mean over seeds, as ours' cells are."""
+  from tests.peers_test import _easy
+  from wsabie_jax.data.libsvm import write_libsvm
+  write_libsvm(_easy(40), tmp_path / 'train.txt')
+  write_libsvm(_easy(20, seed=1), tmp_path / 'test.txt')
+  asked = []
+  monkeypatch.setattr(peers, 'run', lambda *args, seeds=1, **kw: asked.append(seeds) or [])
+  _, data = panel.data_config(f'libsvm:{tmp_path}/train.txt:{tmp_path}/test.txt')
+  assert panel.versus_peers(data, None, None, None, threads=1, seeds=3) == {'peers': []}
+  assert asked == [3]
 
 
 def test_the_folds_score_every_training_example_once_and_never_read_the_test_file(
