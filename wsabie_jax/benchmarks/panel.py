@@ -178,8 +178,9 @@ def versus_peers(data, cfg, config, test, threads: int, names=None, seeds: int =
   'seconds_to_best_peer'}: the extreme-classification libraries
   (benchmarks/peers.py; `names`, all by default) trained to completion with
   `threads` threads on the set's raw and tf-idf features (`data` as the file
-  holds it), each row its mean over `seeds` seeds, then ours (`cfg`, `config`: ours_settings') trained towards the
-  best one's test p@1 for twice its training time (REACH_WITHIN at least)."""
+  holds it), each row its mean over `seeds` seeds, then ours (`cfg`, `config`:
+  ours_settings') trained towards the best one's test p@1 for twice its
+  training time (REACH_WITHIN at least)."""
   raw = load_splits(with_valid(ml_collections.ConfigDict(
       {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}), 0.0))
   found = {'peers': peers.run(raw[0], raw[2], threads, names, seeds=seeds)}
