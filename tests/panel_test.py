@@ -439,7 +439,8 @@ def test_the_peer_table_names_the_best_peer_and_the_reach():
   rows[1].update(seconds_to_best_peer=7.91)
   assert peers.table(rows, panel.REACH_WITHIN).splitlines()[3].endswith('| 7.91 s, over |')
   best['p@1_sem'] = 0.0012  # (the peer's mean over seeds: its standard error beside it)
-  assert '| 0.915 ± 0.001 / 0.618 / 0.459 |' in peers.table(rows, panel.REACH_WITHIN).splitlines()[2]
+  debtags = peers.table(rows, panel.REACH_WITHIN).splitlines()[2]
+  assert '| 0.915 ± 0.001 / 0.618 / 0.459 |' in debtags
 
 
 def test_the_panels_seeds_reach_the_peers(tmp_path, monkeypatch):
