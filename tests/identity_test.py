@@ -11,6 +11,7 @@ import pickle
 import shutil
 import sys
 import types
+import warnings
 
 import jax
 import ml_collections
@@ -208,6 +209,29 @@ def test_orbax_errors_a_save_explains_are_dropped_others_are_logged(saving, monk
   for record in (echo, future):
     logging.getLogger('asyncio').handle(record)
   assert len(seen) == 1 and checkpoints.ORBAX_ERRORS.held == []
+
+
+def test_a_damaged_checkpoints_abandoned_reads_are_one_line_and_no_warning(saving):
+  """Was: after `restore` fell back from a damaged checkpoint in one line,
+  asyncio's 'Future exception was never retrieved' printed the read's
+  DATA_LOSS and its 3 kB TensorStore spec with a traceback, and Python warned
+  "coroutine 'Store._get_array_metadatas' was never awaited" (Orbax's reads
+  left unstarted). The first is held and cut to its first line; the second
+  is not shown; other RuntimeWarnings are."""
+  seen, _, _ = saving
+  future = logging.LogRecord(
+      'asyncio', logging.ERROR, '/asyncio/base_events.py', 1771,
+      "Future exception was never retrieved\nfuture: <Future finished exception=ValueError("
+      "'DATA_LOSS: Error reading \"V/.zarray\" in OCDBT database [tensorstore_spec=\\'{}\\']')>",
+      None, None)
+  logging.getLogger('asyncio').handle(future)
+  assert seen == []
+  checkpoints.ORBAX_ERRORS.release()
+  assert seen == ['Future exception was never retrieved']
+  with warnings.catch_warnings(record=True) as shown:  # (the filters as Checkpoints left them)
+    warnings.warn("coroutine 'Store._get_array_metadatas' was never awaited", RuntimeWarning)
+    warnings.warn("coroutine 'mine' was never awaited", RuntimeWarning)
+  assert [str(w.message) for w in shown] == ["coroutine 'mine' was never awaited"]
 
 
 def test_a_save_cut_short_by_a_second_ctrl_c_is_not_reported_by_orbax(saving, monkeypatch):
