@@ -235,10 +235,10 @@ def run(train: SparseDataset, test: SparseDataset, threads: int = 2, names=None,
       if seeds > 1:
         row['p@1_sem'] = float(np.std([r['p@1'] for r in runs], ddof=1) / np.sqrt(seeds))
       rows.append(row)
-      log(f'  {name:<16} {weighting:<6} p@1 {row["p@1"]:.4f}'
-          + (f' ± {row["p@1_sem"]:.4f}' if seeds > 1 else '')
-          + f'  p@3 {row["p@3"]:.4f}  p@5 {row["p@5"]:.4f}  trained in '
-          f'{row["train_seconds"]:.1f} s' + (f' (mean of {seeds} seeds)' if seeds > 1 else ''))
+      spread, over = ((f' ± {row["p@1_sem"]:.4f}', f' (mean of {seeds} seeds)') if seeds > 1
+                      else ('', ''))
+      log(f'  {name:<16} {weighting:<6} p@1 {row["p@1"]:.4f}{spread}  p@3 {row["p@3"]:.4f}  '
+          f'p@5 {row["p@5"]:.4f}  trained in {row["train_seconds"]:.1f} s{over}')
   return rows
 
 
