@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from wsabie_jax.core import echoes, startup
+from wsabie_jax.core import echoes, signal_notes
 from wsabie_jax.training import interrupts
 
 from tests import helpers
@@ -222,13 +222,13 @@ def test_a_signal_swallowed_in_a_callback_prints_nothing_there(monkeypatch):
   KeyboardInterrupt no signal explains, reach the hook that was there."""
   shown = []
   monkeypatch.setitem(echoes._HOOKS, 'before', shown.append)
-  monkeypatch.setattr(echoes, '_ECHOES', [startup._swallowed_signal])
-  monkeypatch.setattr(startup, 'received', [signal.SIGINT])
+  monkeypatch.setattr(echoes, '_ECHOES', [signal_notes._swallowed_signal])
+  monkeypatch.setattr(signal_notes, 'received', [signal.SIGINT])
   swallowed, other = (types.SimpleNamespace(exc_type=t) for t in (KeyboardInterrupt, ValueError))
   echoes._hook(swallowed)
   echoes._hook(other)
   assert shown == [other]
-  monkeypatch.setattr(startup, 'received', [])
+  monkeypatch.setattr(signal_notes, 'received', [])
   echoes._hook(swallowed)
   assert shown == [other, swallowed]
 

@@ -166,15 +166,16 @@ def test_the_input_suite_times_each_thread_count(tmp_path):
 
 
 def test_workers_write_the_same_shards_and_print_nothing(tmp_path):
-  """Several workers under the launch scripts' signal handlers (core/startup.py):
-  the pool's SIGTERM at its end once printed a KeyboardInterrupt traceback from
-  every idle worker (more workers than shards); the shards equal one worker's."""
+  """Several workers under the launch scripts' signal handlers (core/startup.py,
+  core/signal_notes.py): the pool's SIGTERM at its end once printed a
+  KeyboardInterrupt traceback from every idle worker (more workers than
+  shards); the shards equal one worker's."""
   import subprocess
   import sys
   script = (
       'import sys\n'
-      'from wsabie_jax.core import startup\n'
-      'startup.remembered()\n'
+      'from wsabie_jax.core import startup, signal_notes\n'
+      'signal_notes.remembered()\n'
       'from wsabie_jax.data import shards, synthetic\n'
       'spec = synthetic.SyntheticSpec(num_labels=50, num_features=100, nnz=5)\n'
       'for i in range(10):\n'  # the race is the pool's end against idle workers: ten ends

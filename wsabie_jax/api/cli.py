@@ -24,7 +24,7 @@ from ml_collections import config_flags
 
 from wsabie_jax import config as config_lib
 from wsabie_jax.config.schema import ConfigError
-from wsabie_jax.core import startup
+from wsabie_jax.core import signal_notes
 from wsabie_jax.core import user_cache
 from wsabie_jax.core.metrics import NonFiniteScores
 from wsabie_jax.data import DataError
@@ -81,7 +81,7 @@ def main(fn: Callable[[list[str]], object]) -> None:
   def guarded(argv):
     with one_line_errors():
       return fn(argv)
-  startup.remembered()
+  signal_notes.remembered()
   with one_line_errors():  # (a signal while the flags and the config load)
     app.run(guarded, flags_parser=parse_flags)
 
@@ -109,7 +109,7 @@ def one_line_errors():
     print(stopped, file=sys.stderr)
     sys.exit(stopped.status)
   except KeyboardInterrupt:
-    signum = startup.received[-1] if startup.received else signal.SIGINT
+    signum = signal_notes.received[-1] if signal_notes.received else signal.SIGINT
     print(f'error: interrupted ({signal.Signals(signum).name})', file=sys.stderr)
     sys.exit(128 + signum)
   except BrokenPipeError:  # `… | head`: the reader has what it wanted; quiet, as Unix tools are

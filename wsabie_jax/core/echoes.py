@@ -2,7 +2,7 @@
 
 Python prints an exception it cannot raise ('Exception ignored in …' and a
 traceback, through sys.unraisablehook): a signal's KeyboardInterrupt raised
-inside JAX's gc callback (core/startup.py notes the signal), Orbax's reads
+inside JAX's gc callback (core/signal_notes.py notes the signal), Orbax's reads
 and writes abandoned after a failure it reported (training/checkpoints.py).
 Each names its echoes with a predicate here; one hook silences what any of
 them matches and hands every other to the hook it found.

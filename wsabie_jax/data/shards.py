@@ -92,7 +92,7 @@ def _pool(workers: int):
   """Forked workers that leave signals to the parent: Ctrl-C reaches the whole
   process group, and the parent's handler ends the pool; the pool's own
   SIGTERM (at its end) then stops a worker quietly, not through the handlers
-  it forked with (core/startup.py's, which printed a traceback from each
+  it forked with (core/signal_notes.py's, which printed a traceback from each
   idle worker). The signals stay blocked from the fork until a worker has
   its own handlers, so a pool that ends at once cannot catch one between."""
   blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _PARENTS)

@@ -14,7 +14,7 @@ import contextlib
 import signal
 import threading
 
-from wsabie_jax.core import startup
+from wsabie_jax.core import signal_notes
 
 NAMES = {signal.SIGINT: 'Ctrl-C (SIGINT)', signal.SIGTERM: 'SIGTERM',
          signal.SIGHUP: 'SIGHUP (hang-up: a closed terminal or a scheduler)'}
@@ -51,8 +51,8 @@ def caught():
   the previous handlers are put back after. Off the main thread (where
   Python lets no handler be set) nothing is caught."""
   requests = Requests()
-  if startup.received:  # a signal before training whose KeyboardInterrupt was swallowed
-    requests.signum = startup.received[0]
+  if signal_notes.received:  # a signal before training whose KeyboardInterrupt was swallowed
+    requests.signum = signal_notes.received[0]
   if threading.current_thread() is not threading.main_thread():
     yield requests
     return

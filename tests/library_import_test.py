@@ -1,0 +1,31 @@
+"""Importing the library, as a notebook or a user's script does, leaves
+Python's signal handlers as they were: only the launch scripts install
+theirs (core/startup.py). Was: `from wsabie_jax.api import run` installed
+the launch scripts' exit-at-once handler, so interrupting a Colab cell
+ended the kernel and everything it held."""
+import subprocess
+import sys
+
+SCRIPT = '''
+import importlib, os, pkgutil, signal, sys
+import wsabie_jax
+for m in pkgutil.walk_packages(wsabie_jax.__path__, 'wsabie_jax.'):
+  if m.name != 'wsabie_jax.core.startup':  # (the launch scripts' own: it installs)
+    importlib.import_module(m.name)
+assert 'wsabie_jax.core.startup' not in sys.modules
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+      [signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGTERM, signal.SIGHUP)])
+try:
+  os.kill(os.getpid(), signal.SIGINT)
+  signal.sigtimedwait([], 0)  # (a point where Python runs the handler)
+except KeyboardInterrupt:
+  print('KeyboardInterrupt')
+'''
+
+
+def test_importing_every_module_installs_no_signal_handler():
+  got = subprocess.run([sys.executable, '-c', SCRIPT], capture_output=True, text=True, timeout=120)
+  assert got.returncode == 0, got.stderr[-2000:]
+  handlers, caught = got.stdout.splitlines()[-2:]
+  assert handlers == 'True [True, True]', handlers  # (SIGINT, then SIGTERM and SIGHUP)
+  assert caught == 'KeyboardInterrupt'
