@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from tests import schedule_test
+from tests.helpers import FakeClock
 from tests.train_test import _tiny_config
 from wsabie_jax import methods
 from wsabie_jax.api import run
 from wsabie_jax.training import checkpoints, parallel, refit
-from wsabie_jax.training.recorder import RunRecord
+from wsabie_jax.training.recorder import Clock, RunRecord
 
 TRAIN, VALID = 540, 60  # _tiny_config's 600 training images, 10% carved off for validation
 
@@ -119,3 +120,46 @@ def test_a_refit_is_made_once_and_only_after_early_stopping(tmp_path):
     assert not refit.wanted(config, done, ckpts)
   finally:
     ckpts.close()
+
+
+def test_a_drop_is_made_only_where_the_budget_still_holds_the_refit_after_it(monkeypatch,
+                                                                             caplog):
+  """A 60-s run at step 100, 10 s of it spent before the loop (the members),
+  20 s in the loop (0.2 s a step of wall-clock), 10 s of them steps (0.1 s a
+  step): a drop's patience (4 validations 10 steps apart) takes at least 8 s
+  and the refit of the 100-step path (× 600/540: 111 steps) 11.1 s. At 30 s
+  that fits (49.1 ≤ 60), the drop is made; at 45 s (0.35 s a step: 14 s) it
+  does not, and the log says so. Without train.refit_reserved, the refit or
+  a budget, every drop is made."""
+  fake = FakeClock().install(monkeypatch)
+  clock = Clock(prior_seconds=10.0)
+  fake.advance(20.0)
+  clock.leave_out(10.0)  # (validations, checkpoints: not the steps' time)
+  record = RunRecord(best_metric=0.5, best_path=[[0, 100]])
+  config = _tiny_config(max_seconds=60.0, refit=True, patience=4)
+  reserve = refit.Reserve(config, clock, first_step=0)
+  with caplog.at_level(logging.INFO, 'wsabie_jax'):
+    assert reserve.allows_drop(100, 10, record)
+    fake.advance(15.0)
+    clock.leave_out(15.0)
+    assert not reserve.allows_drop(100, 10, record)
+  assert ('a rate drop (at least 14.0 s) would leave less than the refit\'s 11.1 s'
+          in caplog.text)
+  for off in (dict(refit_reserved=False), dict(refit=False), dict(max_seconds=0.0)):
+    config = _tiny_config(**{'max_seconds': 60.0, 'refit': True, 'patience': 4, **off})
+    assert refit.Reserve(config, clock, first_step=0).allows_drop(100, 10, record), off
+
+
+def test_the_loop_asks_the_reserve_before_each_drop(tmp_path, monkeypatch):
+  """The scripted schedule (tests/schedule_test.py), its patience first out
+  at step 16: with the reserve saying no there, no drop is made; the run
+  stops on patience and refits its best (8 steps × 600/540)."""
+  real = schedule_test._tiny_config
+  asked = []
+  monkeypatch.setattr(schedule_test, '_tiny_config', lambda **kw: real(**kw, refit=True))
+  monkeypatch.setattr(refit.Reserve, 'allows_drop',
+                      lambda self, step, every, record: asked.append(step) and False)
+  metrics, seen, restored = schedule_test._scripted_run(tmp_path)
+  assert asked == [16] and restored == [] and [s for s, _, _ in seen] == [4, 8, 12, 16]
+  assert (metrics['stopped'], metrics['rate_drops'], metrics['refit_steps']) == (
+      'early_stopping', 0, 9)

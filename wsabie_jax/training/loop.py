@@ -191,7 +191,8 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
                              - r.train_seconds, summaries, lambda stats: _check_finite(stats, ckpts),
                              clock)
   at_boundary = functools.partial(_at_boundary, train=train, method=method, recorder=recorder,
-                                  ckpts=ckpts, clock=clock, steps=steps, spacing=spacing)
+                                  ckpts=ckpts, clock=clock, steps=steps, spacing=spacing,
+                                  reserve=refit.Reserve(config, clock, start))
   state = steps.place(at_rate(state, train, r))
   with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
     after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing]
@@ -219,11 +220,12 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
 
 
 def _at_boundary(call, last: bool, train, method: Method, recorder: Recorder, ckpts,
-                 clock: Clock, steps, spacing):
+                 clock: Clock, steps, spacing, reserve):
   """After a call: at a validation interval (or the last call) the state is
   checked and validated; patience run out sends it back to its best at a
-  lower rate (train.plateau_drops times, then the run stops); at a checkpoint
-  interval or a stop it is saved. Returns the state to go on from."""
+  lower rate (train.plateau_drops times, and while the budget holds the refit
+  after it: refit.Reserve; then the run stops); at a checkpoint interval or a
+  stop it is saved. Returns the state to go on from."""
   r = recorder.record
   last = last or call.stop == Stop.MAX_SECONDS
   validate = hooks.crossed(call.step, call.done, spacing.every) or last
@@ -232,7 +234,8 @@ def _at_boundary(call, last: bool, train, method: Method, recorder: Recorder, ck
     seconds = _check_and_validate(call, validate, method, recorder, ckpts, clock)
     if seconds is not None:
       spacing.validated(seconds)
-  if call.stop == Stop.EARLY_STOPPING and r.rate_drops < train.plateau_drops:
+  if (call.stop == Stop.EARLY_STOPPING and r.rate_drops < train.plateau_drops
+      and reserve.allows_drop(call.step, spacing.every, r)):
     with clock.excluded():  # (the calls built ahead stay valid: no step is replayed)
       call.state = steps.place(_back_to_best(call, train, r, ckpts))
     call.stop, save = Stop.NONE, True  # (a resumed run goes on at the lowered rate)

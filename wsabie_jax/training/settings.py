@@ -57,6 +57,10 @@ class TrainConfig:
   # run's model (training/refit.py); skipped, with a line, where it would not
   # fit in the time budget left.
   refit: Annotated[bool, MAY_CHANGE] = False
+  # With refit and max_seconds: a rate drop only where the budget would still
+  # hold the refit after the drop's patience ran out; else the run stops on
+  # patience there and refits (training/refit.py Reserve).
+  refit_reserved: Annotated[bool, MAY_CHANGE] = True
   checkpoint_every_steps: Annotated[int, MAY_CHANGE] = 2000
   select_metric: str = 'p@1'    # one of the method's validation metrics
   # data parallel over this many devices (0: all)
