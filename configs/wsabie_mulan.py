@@ -21,11 +21,13 @@ the data's speed (train.evals_per_budget; fewer where one validation
 costs more than a quarter of the steps between two) and at least every 10 epochs
 (small sets run tens of epochs a second and overfit between validations
 spread over a minute). After 8 validations without a better one it goes back
-to its best state at a quarter of the learning rate, three times, then stops
-(train.plateau_drops). Where that leaves time in the budget, a new model is
-trained on the whole training file, the validation split included, along
-the best state's path, and is the one tested (train.refit: docs/TUNING.md
-"Refit on the whole training file"); else the best checkpoint is.
+to its best state at a quarter of the learning rate, up to three times
+(train.plateau_drops), while the budget would still hold the refit after
+the drop (train.refit_reserved), then stops. Where that leaves time in the
+budget, a new model is trained on the whole training file, the validation
+split included, along the best state's path, and is the one tested
+(train.refit: docs/TUNING.md "Refit on the whole training file"); else the
+best checkpoint is.
 
 Beside WSABIE it trains full-rank linear members (model.ensemble 'auto':
 paper 000's One-vs-Rest where its features × labels table is small, and

@@ -163,3 +163,23 @@ def test_the_loop_asks_the_reserve_before_each_drop(tmp_path, monkeypatch):
   assert asked == [16] and restored == [] and [s for s, _, _ in seen] == [4, 8, 12, 16]
   assert (metrics['stopped'], metrics['rate_drops'], metrics['refit_steps']) == (
       'early_stopping', 0, 9)
+
+
+def test_process_0_decides_whether_the_refit_fits(tmp_path, monkeypatch):
+  """The budget test's numbers (5.6 s needed, 1 s left here), but process 0's
+  clock says it fits: this process refits too, as every process must (one
+  that refit alone would wait on the others' collectives). And the reverse."""
+  config = methods.check(_tiny_config(max_seconds=10.0, refit=True))
+  method = methods.build(config, parallel.make_mesh(1))
+  for process_0_says, made in ((1, True), (0, False)):
+    monkeypatch.setattr(parallel, 'agreed', lambda value, said=process_0_says: said)
+    record = RunRecord(best_metric=0.5, best_path=[[0, 100]], step_seconds=5.0,
+                       train_seconds=9.0 if made else 0.0, stopped='early_stopping')
+    ckpts = checkpoints.Checkpoints(tmp_path / str(made))
+    try:
+      state = refit.run(method.config, method, methods.build, record, ckpts, 100,
+                        clock=lambda: 0.0)
+      assert (state is not None, ckpts.has_refit, record.refit_steps) == (made, made,
+                                                                           111 * made)
+    finally:
+      ckpts.close()

@@ -81,7 +81,9 @@ def run(config: ml_collections.ConfigDict, method: Method,
         ckpts, steps_trained: int, clock=time.monotonic):
   """Trains the refit model and saves it (refit/); returns it, or None where
   it would not fit in the time budget left (logged). The steps' time, at the
-  run's own pace, decides; the seconds it takes join the record's."""
+  run's own pace, decides, process 0's for every process (a process that
+  refit alone would wait on the others' collectives); the seconds it takes
+  join the record's."""
   train = config.train
   if config.data.kind == 'shards' or not config.data.validation_fraction:
     log.info('train.refit: nothing held out to train on again (no validation split carved '
@@ -96,7 +98,7 @@ def run(config: ml_collections.ConfigDict, method: Method,
   seconds_a_step = record.step_seconds / max(steps_trained, 1)
   spent = record.train_seconds + clock() - start
   left = train.max_seconds - spent if train.max_seconds > 0 else math.inf
-  if total * seconds_a_step > left:
+  if not parallel.agreed(int(total * seconds_a_step <= left)):  # (process 0's clock for all)
     log.info('train.refit: %d steps on the whole training file would take about %.1f s, '
              'more than the %.1f s left of train.max_seconds; the best on validation is the '
              'model', total, total * seconds_a_step, max(left, 0.0))
