@@ -212,11 +212,17 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
       ckpts.write_best()  # a stop by an error too: the held best is a validated state
       steps.close()
       train_log.close()
+  _input_spent(steps, train_log, r, clock)
+  return state
+
+
+def _input_spent(steps, train_log, record: RunRecord, clock: Clock) -> None:
+  """What the calls' input held and how long the loop waited for it: logged,
+  the wait in the record (this process's calls, for metrics.json)."""
   train_log.memory(steps.input_held())
-  r.input_wait_seconds = steps.input_wait_seconds  # (this process's calls, for metrics.json)
+  record.input_wait_seconds = steps.input_wait_seconds
   log.info('waited %.2f s for the calls\' input in %.2f s of steps', steps.input_wait_seconds,
            clock.step_seconds)
-  return state
 
 
 def _at_boundary(call, last: bool, train, method: Method, recorder: Recorder, ckpts,
