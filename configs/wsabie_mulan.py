@@ -79,8 +79,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   return c
 
 
-# Counts damped before the unit norm (round 23: debtags +0.0075 valid p@1,
-# the others level; binary features are unchanged by it). Dense features
+# Counts damped before the unit norm (debtags +0.0075 valid p@1, the others
+# level; binary features are unchanged by it: docs/RESULTS.md, `--panel_round=23`). Dense features
 # centred on the training file's mean first (scene +0.017 p@1 over five folds,
 # yeast +0.003; sparse sets untouched: docs/RESULTS.md "Centred dense features").
 FEATURES = dict(bias_feature=1.0, normalize='log_l2', standardize='auto')

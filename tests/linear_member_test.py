@@ -1,7 +1,7 @@
 """model.ensemble (wsabie/linear_member.py): paper 000 Table 7's ensemble of
-WSABIE with a full-rank linear member (the paper's One-vs-Rest, logistic
-regression or the L2-loss linear SVM), the member and its weight chosen on validation, saved with the
-run and read back by evaluate."""
+WSABIE with a full-rank member (the paper's One-vs-Rest, logistic regression,
+the L2-loss linear SVM or the Gaussian-kernel SVM), the member and its weight
+chosen on validation, saved with the run and read back by evaluate."""
 import json
 
 import jax.numpy as jnp
@@ -10,7 +10,7 @@ import pytest
 
 from tests.train_test import _tiny_config
 from wsabie_jax.api import run
-from wsabie_jax.baselines import ensemble, linear
+from wsabie_jax.baselines import ensemble, kernel, linear
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, dataset
 from wsabie_jax.methods import common
@@ -75,17 +75,40 @@ def test_the_weight_is_the_validation_splits_choice():
     assert kind == 'truth' and weight > 0
 
 
+def test_a_kernel_member_round_trips_and_scores_as_trained(tmp_path):
+  """The kernel member's arrays saved by name, read back as a KernelMember
+  that the ensemble scores as the one trained."""
+  rng = np.random.default_rng(0)
+  padded = _padded(rng, 40, 12, lambda r: [r[0] % 6])
+  train = dataset.from_lists([(r[r_val > 0], r_val[r_val > 0]) for r, r_val in
+                              zip(padded.feat_idx_nxF, padded.feat_val_nxF)],
+                             [[p for p in pos if p < 6] for pos in padded.pos_nxP], 12,
+                             [f'l{i}' for i in range(6)])
+  member = linear_member.train('kernel', train, _tiny_config().model, seed=0)
+  assert isinstance(member, kernel.KernelMember)
+  linear_member.save(tmp_path, member, 2.0, 'kernel')
+  got = linear_member.load(tmp_path)
+  assert got['kind'] == 'kernel' and got['weight'] == 2.0
+  for want, back in zip(member, got['member']):
+    np.testing.assert_array_equal(back, want)
+  own = _scorer(rng.normal(size=(12, 4)), rng.normal(size=(6, 4)))
+  scores = [evaluation.evaluate_ranking(*linear_member.combined(own, m, 2.0), padded, ks=(1,))
+            for m in (member, got['member'])]
+  assert scores[0] == scores[1]
+  assert scores[0]['map'] != evaluation.evaluate_ranking(*own, padded, ks=(1,))['map']
+
+
 def test_the_member_file_round_trips_and_a_damaged_one_is_named(tmp_path):
   assert linear_member.load(tmp_path) is None
   U = np.arange(12, dtype=np.float32).reshape(4, 3)
   linear_member.save(tmp_path, U, 0.5, 'logistic')
   got = linear_member.load(tmp_path)
-  np.testing.assert_array_equal(got['U_dxY'], U)
+  np.testing.assert_array_equal(got['member'], U)
   assert got['weight'] == 0.5 and got['kind'] == 'logistic'
   assert not list(tmp_path.glob('*.part*'))
   (tmp_path / 'alone').mkdir()
   linear_member.save(tmp_path / 'alone', U, 0.0, 'none')
-  assert linear_member.load(tmp_path / 'alone')['U_dxY'].shape == (0, 0)  # λ 0 keeps no table
+  assert linear_member.load(tmp_path / 'alone')['member'].shape == (0, 0)  # λ 0 keeps no table
   path = tmp_path / linear_member.FILE
   whole = path.read_bytes()
   raw = bytearray(whole)
@@ -105,7 +128,7 @@ def _counts(rng, n, d, Y):
                             [np.unique(r[:2] % Y) for r in rows], d, [f'l{i}' for i in range(Y)])
 
 
-@pytest.mark.parametrize('kind', linear_member.MEMBERS)
+@pytest.mark.parametrize('kind', linear_member.LINEAR)
 def test_an_idf_member_ranks_as_the_member_trained_on_tf_idf_rows(kind):
   """model.ensemble_idf: the member kept as diag(idf)·U scores every test row,
   standardised over the labels, as U trained on the tf-idf rows scores the
@@ -147,7 +170,10 @@ def test_idf_is_the_smooth_inverse_document_frequency_and_rows_end_unit_length()
     (19_149, 11_975, 433, 'dot', None, 'one_vs_rest'),   # debtags: X too large to read dense
     (10_328, 501, 983, 'dot', None, 'one_vs_rest+svm'),  # Delicious: n·d·Y 5·10⁹
     (40_000, 501, 983, 'dot', None, 'one_vs_rest'),      # 2·10¹⁰: One-vs-Rest alone
-    (3_600, 500, 374, 'dot', None, 'one_vs_rest+logistic+svm'),  # Corel5k
+    (3_600, 500, 374, 'dot', None, 'one_vs_rest+logistic+svm+kernel'),  # Corel5k
+    (1_090, 295, 6, 'dot', None, 'one_vs_rest+logistic+svm+kernel'),    # scene
+    (19_367, 501, 22, 'dot', None, 'one_vs_rest+logistic+svm'),  # tmc2007-500: n past 4,096
+    (4_000, 500, 600, 'dot', None, 'one_vs_rest+logistic+svm'),  # n·m·Y past 2^32
     (50, 1_000_000, 433, 'dot', None, 'none'),           # the table past 2^26 floats
     (50, 100, 5_000, 'dot', None, 'none'),               # labels past MAX_LABELS
     (50, 500, 100, 'neg_euclidean', None, 'none'),       # scores it does not standardise
@@ -169,7 +195,7 @@ def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   chosen on validation, WSABIE alone's figures beside; evaluate reads the
   saved member (here rewritten at λ = 1) and scores what the ensemble scores."""
   config = _tiny_config(num_epochs=3, eval_every_steps=20)
-  config.model.ensemble = 'one_vs_rest+logistic+svm'
+  config.model.ensemble = 'one_vs_rest+logistic+svm+kernel'
   got = run.train_and_evaluate(config, tmp_path)
   assert got['ensemble_weight'] in linear_member.WEIGHTS
   assert got['ensemble_member'] in ('none',) + linear_member.MEMBERS
@@ -186,14 +212,14 @@ def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   restored = run.Restored(tmp_path)
   train, _, test = common.load_splits(restored.config)
   if got['ensemble_weight'] == 0:  # WSABIE alone: the choice kept, no d×Y table
-    assert member['U_dxY'].size == 0
+    assert member['member'].size == 0
     member = {'kind': 'one_vs_rest',
-              'U_dxY': linear_member.train('one_vs_rest', train, config.model, config.seed)}
-  linear_member.save(tmp_path, member['U_dxY'], 1.0, member['kind'])
+              'member': linear_member.train('one_vs_rest', train, config.model, config.seed)}
+  linear_member.save(tmp_path, member['member'], 1.0, member['kind'])
   restored = run.Restored(tmp_path)
   own = restored.method.scorer(restored.config, restored.vocab, restored.state)
   want = common.evaluate_split(restored.config, train, test,
-                               linear_member.combined(own, member['U_dxY'], 1.0), baseline=False)
+                               linear_member.combined(own, member['member'], 1.0), baseline=False)
   assert restored.evaluate()['map'] == pytest.approx(want['map'], abs=1e-6)
   assert want['map'] != pytest.approx(got['wsabie_map'], abs=1e-6)  # (the member moved it)
 
@@ -213,4 +239,4 @@ def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path
   train = common.load_splits(whole)[0]
   assert train.num_images == 600
   want = linear_member.train('one_vs_rest', train, config.model, config.seed)
-  np.testing.assert_array_equal(linear_member.load(tmp_path)['U_dxY'], want)
+  np.testing.assert_array_equal(linear_member.load(tmp_path)['member'], want)

@@ -58,8 +58,9 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
                     'optim.learning_rate': 0.01,
                     'train.positives_per_row': 5,  # a row an image
                     'train.batch_size': 512,  # the split's 4,050 rows / 6 = 675 → 512
-                    # 500 features × 374 labels: small; 4,050 images × those: cheap
-                    'model.ensemble': 'one_vs_rest+logistic+svm',
+                    # 500 features × 374 labels: small; 4,050 images × those: cheap,
+                    # and few enough for the kernel member (4,050 × 2,048 landmarks × 374)
+                    'model.ensemble': 'one_vs_rest+logistic+svm+kernel',
                     'data.standardize': 'none'}  # (1.6% of the features an image: sparse)
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
   rules = lambda **knobs: fitting.Rules(**knobs)

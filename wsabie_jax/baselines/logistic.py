@@ -141,9 +141,22 @@ def train_logistic(train: SparseDataset, C: float = 1.0, iterations: int = MAX_I
                    tolerance: float = TOLERANCE, loss: str = 'log') -> tuple[jax.Array, int]:
   """(W d×Y, L-BFGS iterations taken) of One-vs-Rest logistic regression on
   `train` (loss 'squared_hinge': the L2-loss linear SVM)."""
+  return _fit(_data(train), train.num_features, C, iterations, tolerance, loss)
+
+
+def train_dense(X_nxd, T_nxY, C: float = 1.0, iterations: int = MAX_ITERATIONS,
+                tolerance: float = TOLERANCE, loss: str = 'log') -> tuple[jax.Array, int]:
+  """The same on features given as a dense n×d array (the kernel member's
+  Nyström features, baselines/kernel.py) and targets T (`targets`)."""
+  return _fit({'X_nxd': X_nxd, 'T_nxY': T_nxY}, X_nxd.shape[1], C, iterations, tolerance, loss)
+
+
+def _fit(data: dict, num_features: int, C: float, iterations: int, tolerance: float,
+         loss: str) -> tuple[jax.Array, int]:
   if loss not in LOSSES:
     raise ValueError(f'loss {loss!r} is not one of {LOSSES}')
-  W, k = _minimise(jnp.zeros((train.num_features, train.num_labels), jnp.float32),
-                   jax.tree.map(jnp.asarray, _data(train)), jnp.float32(C),
+  num_labels = data['T_nxY'].shape[1]
+  W, k = _minimise(jnp.zeros((num_features, num_labels), jnp.float32),
+                   jax.tree.map(jnp.asarray, data), jnp.float32(C),
                    jnp.float32(tolerance), iterations=iterations, loss=loss)
   return W, int(k)

@@ -12,7 +12,6 @@ import time
 
 import jax
 import ml_collections
-import numpy as np
 
 from wsabie_jax import data as data_lib
 from wsabie_jax.training import settings as run_config
@@ -103,7 +102,7 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   train, valid, test = splits
   trained, seconds = {}, []
 
-  def member(kind, data) -> np.ndarray:
+  def member(kind, data):
     start = time.perf_counter()
     U = linear_member.train(kind, data, cfg.model, config.seed)
     seconds.append(time.perf_counter() - start)
@@ -147,7 +146,7 @@ def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):
   restored state, with the workdir's One-vs-Rest member where it has one."""
   own = _scorer(state, vocab.get('num_seen_labels') or len(vocab['label_names']))
   member = linear_member.load(workdir) if workdir is not None else None
-  return own if member is None else linear_member.combined(own, member['U_dxY'], member['weight'])
+  return own if member is None else linear_member.combined(own, member['member'], member['weight'])
 
 
 def evaluate(config: ml_collections.ConfigDict, vocab: dict, state, split: str,

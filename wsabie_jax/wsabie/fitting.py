@@ -32,8 +32,8 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
                       [min_batch, max_batch] (a step's fixed cost would dominate
                       smaller ones)
   model.ensemble      'one_vs_rest' where the member's d×Y table is small, with
-                      '+logistic' where its L-BFGS passes are cheap too
-                      (wsabie/linear_member.py `auto`), else 'none'
+                      '+logistic', '+svm' and '+kernel' where their L-BFGS
+                      passes are cheap too (wsabie/linear_member.py `auto`), else 'none'
   data.standardize    'center' where the training file's features are dense
                       (resolved as the data is read: data/standardize.py), else 'none'
 

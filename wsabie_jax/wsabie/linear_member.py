@@ -1,12 +1,15 @@
 """Paper 000 Table 7's ensemble as a trained configuration: WSABIE with a
-full-rank linear model beside it (model.ensemble):
+full-rank model beside it (model.ensemble):
 
-  f(x) = z(f_WSABIE(x)) + λ · z(x·U),  z: standardised over the labels per image
+  f(x) = z(f_WSABIE(x)) + λ · z(g(x)),  z: standardised over the labels per image
 
-The member U (d×Y, a row a label) is one of MEMBERS:
+The member g is one of MEMBERS, linear g(x) = x·U (U d×Y, a row a label) but
+the last:
   'one_vs_rest'  the paper's One-vs-Rest (§6.3, PA-I: baselines/linear.py)
   'logistic'     One-vs-Rest logistic regression to convergence (baselines/logistic.py)
   'svm'          One-vs-Rest L2-loss linear SVM (squared hinge) to convergence (the same)
+  'kernel'       the L2-loss SVM with the Gaussian kernel, g(x) = k(x, Z)·V over
+                 landmarks Z of the training split (baselines/kernel.py)
 
 The two rank differently: WSABIE through a rank-D map shared by the labels,
 the member with a full-rank row a label. Table 7 combines models "with weights
@@ -16,8 +19,8 @@ run trains several, 'one_vs_rest+logistic+svm') and λ come from the grid member
 that never saw the validation split), and λ = 0 keeps WSABIE alone. The
 members train on the same training split before WSABIE's steps, in seconds
 that count in the run's budget (docs/RESULTS.md "The One-vs-Rest member"),
-and the chosen one is saved beside the checkpoints (`FILE`: its d×Y weights
-and λ), where evaluate and annotate read it.
+and the chosen one is saved beside the checkpoints (`FILE`: its arrays and
+λ), where evaluate and annotate read it.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wsabie_jax.baselines import ensemble, linear, logistic
+from wsabie_jax.baselines import ensemble, kernel, linear, logistic
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import dataset
 from wsabie_jax.wsabie import settings
@@ -39,7 +42,8 @@ from wsabie_jax.wsabie import settings
 log = logging.getLogger('wsabie_jax')
 
 FILE = 'one_vs_rest.npz'
-MEMBERS = settings.ENSEMBLE_MEMBERS  # ('one_vs_rest', 'logistic', 'svm')
+MEMBERS = settings.ENSEMBLE_MEMBERS  # ('one_vs_rest', 'logistic', 'svm', 'kernel')
+LINEAR = MEMBERS[:3]  # the members kept as a d×Y table U (model.ensemble_idf's)
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)  # λ's grid (0: WSABIE alone)
 # 'auto' trains a member where its table fits this many floats (256 MiB), the
 # labels are few enough that evaluation may score them as a Y×Y identity, and
@@ -55,6 +59,13 @@ MAX_LOGISTIC_PRODUCT = 2 ** 31
 # folds of its training file: +0.0029 ± 0.0011 p@1 against One-vs-Rest alone
 # beside WSABIE; docs/RESULTS.md "The SVM member").
 MAX_SVM_PRODUCT = 2 ** 33
+# … and the kernel one on at most this many images (its n×m features cost
+# n·m² to make, over m = min(n, kernel.MAX_LANDMARKS) landmarks) where its
+# L-BFGS pass, n·m·Y, is at most this many multiply-adds: the sets of a few
+# thousand images (Corel5k's 3,600 × 2,048 × 374: 9 s on 2 CPU cores), not
+# tmc2007-500's 19,000 nor Delicious' 11,600.
+MAX_KERNEL_PRODUCT = 2 ** 32
+MAX_KERNEL_IMAGES = 2 * kernel.MAX_LANDMARKS
 # The members baselines/logistic.py fits: kind → (its loss, the model field holding its C)
 LBFGS_MEMBERS = {'logistic': ('log', 'ensemble_logistic_C'),
                  'svm': ('squared_hinge', 'ensemble_svm_C')}
@@ -72,12 +83,16 @@ def auto(num_images: int, num_features: int, num_labels: int, score: str) -> str
     return 'none'
   dense = num_images * num_features <= logistic.DENSE_FLOATS
   product = num_images * num_features * num_labels
+  kernel_product = num_images * min(num_images, kernel.MAX_LANDMARKS) * num_labels
   return '+'.join(['one_vs_rest'] + ['logistic'] * (dense and product <= MAX_LOGISTIC_PRODUCT)
-                  + ['svm'] * (dense and product <= MAX_SVM_PRODUCT))
+                  + ['svm'] * (dense and product <= MAX_SVM_PRODUCT)
+                  + ['kernel'] * (dense and num_images <= MAX_KERNEL_IMAGES
+                                  and kernel_product <= MAX_KERNEL_PRODUCT))
 
 
-def train(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
-  """A member's weights U (d×Y) on the training split. One-vs-Rest: PA-I's W
+def train(kind: str, train_ds, model_cfg, seed: int):
+  """A member on the training split: its weights U (d×Y), or the kernel
+  member's kernel.KernelMember. One-vs-Rest: PA-I's W
   averaged over the ends of its second half of epochs (alone on debtags'
   validation split: MAP 0.8451 against the last W's 0.8410). Logistic: the
   l2-regularised optimum at C = model.ensemble_logistic_C. A member of
@@ -93,7 +108,7 @@ def train(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
   return _trained(kind, train_ds, model_cfg, seed)
 
 
-def _trained(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
+def _trained(kind: str, train_ds, model_cfg, seed: int):
   if kind == 'one_vs_rest':
     U = linear.train_linear(train_ds, 'ovr', C=model_cfg.ensemble_C,
                             epochs=model_cfg.ensemble_epochs, seed=seed, average=True)
@@ -101,33 +116,46 @@ def _trained(kind: str, train_ds, model_cfg, seed: int) -> np.ndarray:
     loss, C_field = LBFGS_MEMBERS[kind]
     U, iterations = logistic.train_logistic(train_ds, C=getattr(model_cfg, C_field), loss=loss)
     log.info('model.ensemble: %s took %d L-BFGS iterations', kind, iterations)
+  elif kind == 'kernel':
+    member, iterations = kernel.train_kernel(train_ds, C=model_cfg.ensemble_kernel_C, seed=seed)
+    log.info('model.ensemble: kernel took %d L-BFGS iterations over %d landmarks, γ %.3g',
+             iterations, member.V_mxY.shape[0], member.gamma)
+    return member
   else:
     raise ValueError(f'model.ensemble member {kind!r} is not one of {MEMBERS}')
   return np.asarray(jax.device_get(U))
 
 
 def train_members(ensemble: str, train_ds, model_cfg, seed: int) -> dict:
-  """{kind: U d×Y} of every member model.ensemble names, on the training split."""
+  """{kind: its member (`train`)} of every member model.ensemble names, on the training split."""
   return {kind: train(kind, train_ds, model_cfg, seed) for kind in members(ensemble)}
 
 
-def combined(wsabie_scorer, U_dxY, weight: float):
+def combined(wsabie_scorer, member, weight: float):
   """The ensemble as the (embed_fn, labels) pair evaluation and annotation rank
   with: an image's "embedding" is its Y combined scores, the labels the
-  identity (dot scores read them back). λ = 0: WSABIE's own scorer (U may be None)."""
+  identity (dot scores read them back). λ = 0: WSABIE's own scorer (the
+  member may be None)."""
   if not weight:
     return wsabie_scorer
-  return _at(_weighed(wsabie_scorer, U_dxY), weight, wsabie_scorer)
+  return _at(_weighed(wsabie_scorer, member), weight, wsabie_scorer)
 
 
-def _weighed(wsabie_scorer, U_dxY):
+def member_scores(member):
+  """score_fn(feat_idx_BxF, feat_val_BxF) -> B×Y of a member (`train`)."""
+  if isinstance(member, kernel.KernelMember):
+    return kernel.kernel_scores(member)
+  return linear.linear_scores(member)
+
+
+def _weighed(wsabie_scorer, member):
   """scores(feat_idx, feat_val, λ) of the ensemble. Every table and λ are
   arguments of the programs, so one program serves every weight of the grid,
   every state and every member of a shape (closed over by a function jitted
   here, they would be constants of a new program each time: a d×Y member
   is 5M floats on debtags)."""
   embed, W_YxD = wsabie_scorer
-  theirs = linear.linear_scores(U_dxY)
+  theirs = member_scores(member)
   return lambda i, v, weight: _summed(embed(i, v), W_YxD, theirs(i, v), weight)
 
 
@@ -153,12 +181,12 @@ def _identity(num_labels: int):
 def choose(wsabie_scorer, members_dxY: dict, padded_valid, metric: str,
            eval_kw: dict) -> tuple[str | None, float, dict]:
   """(member, λ, {(member, λ): validation metrics}): the member of
-  `members_dxY` ({kind: U}) and weight of WEIGHTS whose ensemble scores best on
+  `members_dxY` ({kind: its member, `train`}) and weight of WEIGHTS whose ensemble scores best on
   `metric` on the validation split (of equals, the smaller λ, then the first
   member); member None where λ = 0 (WSABIE alone) wins."""
   got = {(None, 0.0): evaluation.evaluate_ranking(*wsabie_scorer, padded_valid, **eval_kw)}
-  for kind, U in members_dxY.items():
-    scores = _weighed(wsabie_scorer, U)
+  for kind, member in members_dxY.items():
+    scores = _weighed(wsabie_scorer, member)
     for w in WEIGHTS[1:]:
       got[kind, w] = evaluation.evaluate_ranking(*_at(scores, w, wsabie_scorer), padded_valid,
                                                  **eval_kw)
@@ -170,19 +198,26 @@ def choose(wsabie_scorer, members_dxY: dict, padded_valid, metric: str,
   return kind, weight, got
 
 
-def save(workdir, U_dxY, weight: float, kind: str = 'one_vs_rest') -> None:
-  """`FILE` in workdir, written whole or not at all (a rename). λ = 0 (WSABIE
-  alone chosen) keeps the choice, not the d×Y table: U is stored 0×0."""
+def save(workdir, member, weight: float, kind: str = 'one_vs_rest') -> None:
+  """`FILE` in workdir, written whole or not at all (a rename): a linear
+  member's U_dxY, the kernel member's arrays by their names. λ = 0 (WSABIE
+  alone chosen) keeps the choice, not the tables: U is stored 0×0."""
   path = pathlib.Path(workdir) / FILE
   part = path.with_suffix('.part.npz')
-  U_dxY = U_dxY if weight else np.zeros((0, 0), np.float32)
-  np.savez(part, U_dxY=U_dxY, weight=np.float32(weight), kind=np.str_(kind))
+  if not weight:
+    arrays = {'U_dxY': np.zeros((0, 0), np.float32)}
+  elif isinstance(member, kernel.KernelMember):
+    arrays = member._asdict()
+  else:
+    arrays = {'U_dxY': member}
+  np.savez(part, **arrays, weight=np.float32(weight), kind=np.str_(kind))
   os.replace(part, path)
 
 
 def load(workdir) -> dict | None:
-  """The saved member ({'U_dxY', 'weight', 'kind'}), or None where the run has none.
-  (A damaged file fails its zip checksums: an error naming it.)"""
+  """The saved member ({'member': U d×Y or a kernel.KernelMember, 'weight',
+  'kind'}), or None where the run has none. (A damaged file fails its zip
+  checksums: an error naming it.)"""
   path = pathlib.Path(workdir) / FILE
   if not path.exists():
     return None
@@ -192,8 +227,11 @@ def load(workdir) -> dict | None:
     if damaged:
       raise ValueError(f'{damaged} fails its checksum')
     with np.load(path) as got:
-      return {'U_dxY': got['U_dxY'], 'weight': float(got['weight']),
-              'kind': str(got['kind']) if 'kind' in got else 'one_vs_rest'}
+      kind = str(got['kind']) if 'kind' in got else 'one_vs_rest'
+      weight = float(got['weight'])
+      member = (kernel.KernelMember(*(got[f] for f in kernel.KernelMember._fields))
+                if kind == 'kernel' and weight else got['U_dxY'])
+      return {'member': member, 'weight': weight, 'kind': kind}
   except Exception as error:  # (zipfile.BadZipFile, ValueError, KeyError, OSError)
     raise ValueError(f'{path}: the ensemble member cannot be read ({error}); train the '
                      'run again, or delete the file to use WSABIE alone') from None

@@ -15,7 +15,7 @@ PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 TABLES = ('by_size', 'rows', 'whole', 'labels', 'features')
 DRAWS = ('per_row', 'per_batch')
-ENSEMBLE_MEMBERS = ('one_vs_rest', 'logistic', 'svm')  # (wsabie/linear_member.py MEMBERS)
+ENSEMBLE_MEMBERS = ('one_vs_rest', 'logistic', 'svm', 'kernel')  # (wsabie/linear_member.py MEMBERS)
 # 'none', or members joined by '+' in ENSEMBLE_MEMBERS' order ('one_vs_rest+svm')
 ENSEMBLES = ('none',) + tuple('+'.join(c) for r in range(1, len(ENSEMBLE_MEMBERS) + 1)
                               for c in itertools.combinations(ENSEMBLE_MEMBERS, r))
@@ -46,7 +46,8 @@ class ModelConfig:
   # Paper 000 Table 7's ensemble (wsabie/linear_member.py): 'one_vs_rest' trains the
   # paper's One-vs-Rest model (PA-I, C = ensemble_C, ensemble_epochs epochs),
   # 'logistic' One-vs-Rest logistic regression (C = ensemble_logistic_C), 'svm' the
-  # L2-loss linear SVM (C = ensemble_svm_C), before WSABIE's steps, and adds its
+  # L2-loss linear SVM (C = ensemble_svm_C), 'kernel' the L2-loss SVM with the
+  # Gaussian kernel (C = ensemble_kernel_C; baselines/kernel.py), before WSABIE's steps, and adds its
   # standardised scores at the weight the validation split picks (0 included);
   # 'one_vs_rest+logistic' (any '+' of them): each trained, validation picks the
   # member too; 'auto': those whose cost is small (linear_member.auto).
@@ -55,10 +56,12 @@ class ModelConfig:
   ensemble_epochs: int = 10
   ensemble_logistic_C: float = 1.0  # (scikit-learn's default; liblinear's objective)
   ensemble_svm_C: float = 1.0       # (liblinear's default)
+  ensemble_kernel_C: float = 1.0    # (libsvm's default)
   # The members (of those trained; '+'-joined, or 'none') trained on the
   # features' tf-idf weighting (idf from the training split, rows
   # l2-normalised), as the tree libraries are fed; stored as diag(idf)·U,
-  # which the ensemble's per-image standardisation makes the same model.
+  # which the ensemble's per-image standardisation makes the same model (the
+  # linear members only).
   ensemble_idf: str = 'none'
 
   def __post_init__(self):
@@ -67,7 +70,10 @@ class ModelConfig:
                          'ensemble_idf': ENSEMBLES})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
                  ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
-                 ensemble_svm_C='>0')
+                 ensemble_svm_C='>0', ensemble_kernel_C='>0')
+    if 'kernel' in self.ensemble_idf.split('+'):
+      raise ValueError(f"model ensemble_idf={self.ensemble_idf!r}: the kernel member is not "
+                       "kept as a d×Y table to weigh by idf; name the linear members only")
     if self.ensemble not in ('none', AUTO) and self.score != 'dot':
       raise ValueError(f"model ensemble={self.ensemble!r} standardises dot-product scores: it "
                        "needs score='dot'")
