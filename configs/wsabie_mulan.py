@@ -29,12 +29,13 @@ split included, along the best state's path, and is the one tested
 (train.refit: docs/TUNING.md "Refit on the whole training file"); else the
 best checkpoint is.
 
-Beside WSABIE it trains full-rank linear members (model.ensemble 'auto':
-paper 000's One-vs-Rest where its features × labels table is small, and
-One-vs-Rest logistic regression and the L2-loss linear SVM where their
-passes over the data are cheap too; seconds, counted in the budget) and tests the sum of WSABIE's and one
-member's standardised scores, the member and its weight chosen on the
-validation split, WSABIE alone included (Table 7's ensemble;
+Beside WSABIE it trains full-rank members (model.ensemble 'auto': paper
+000's One-vs-Rest where its features × labels table is small, One-vs-Rest
+logistic regression and the L2-loss linear SVM where their passes over the
+data are cheap too, and the SVM with the Gaussian kernel on training splits
+of a few thousand images; seconds, counted in the budget) and tests the sum
+of WSABIE's and one member's standardised scores, the member and its weight
+chosen on the validation split, WSABIE alone included (Table 7's ensemble;
 wsabie/linear_member.py).
 
 The constants and the rest (D, C, learning rate, bias feature, the

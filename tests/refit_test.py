@@ -2,6 +2,7 @@
 again on the whole training file along the best state's path, kept as the
 run's model; skipped where the budget left cannot hold it."""
 import logging
+from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -183,3 +184,16 @@ def test_process_0_decides_whether_the_refit_fits(tmp_path, monkeypatch):
                                                                            111 * made)
     finally:
       ckpts.close()
+
+
+def test_process_0_decides_whether_a_refit_is_already_made(monkeypatch):
+  """refit/ read by process 0 for every process: where it saw a refit this
+  process makes none though its own read found none, and the reverse."""
+  config = _tiny_config(refit=True)
+  record = RunRecord(best_metric=0.5, best_path=[[0, 100]], stopped='early_stopping')
+  for process_0_read, this_read, wanted in ((1, False, False), (0, True, True)):
+    monkeypatch.setattr(parallel, 'agreed', lambda value, said=process_0_read: said)
+    assert refit.wanted(config, record, SimpleNamespace(has_refit=this_read)) is wanted
+  monkeypatch.setattr(parallel, 'agreed', lambda value: pytest.fail('asked without a choice'))
+  record.stopped = 'max_seconds'  # (nothing to agree on: no refit after a budget's stop)
+  assert not refit.wanted(config, record, SimpleNamespace(has_refit=False))

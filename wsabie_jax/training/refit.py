@@ -76,9 +76,13 @@ def holds_out(config: ml_collections.ConfigDict) -> bool:
 
 def wanted(config: ml_collections.ConfigDict, record: RunRecord, ckpts) -> bool:
   """A refit is made once, after patience ended the run (a budget or a step
-  cap leaves the choice of how long to train unmade), from a validated best."""
-  return (config.train.refit and record.stopped == Stop.EARLY_STOPPING
-          and bool(record.best_path) and not ckpts.has_refit)
+  cap leaves the choice of how long to train unmade), from a validated best.
+  Whether refit/ holds one already is process 0's reading for every process
+  (a process that read the shared workdir otherwise would train, or skip, the
+  refit alone and leave the others waiting on its collectives)."""
+  if not (config.train.refit and record.stopped == Stop.EARLY_STOPPING and record.best_path):
+    return False
+  return not parallel.agreed(int(ckpts.has_refit))
 
 
 def run(config: ml_collections.ConfigDict, method: Method,
