@@ -95,3 +95,30 @@ def test_a_row_is_the_mean_of_its_seeds_runs(monkeypatch):
   assert row['p@1_sem'] == pytest.approx(p1.std(ddof=1) / np.sqrt(3))
   (single,) = peers.run(_easy(20), test, names=['fake'], log=lambda line: None)
   assert single['p@1'] == pytest.approx(1 / n) and 'p@1_sem' not in single
+
+
+def test_fasttext_tries_a_lower_rate_where_its_rate_diverges(monkeypatch, tmp_path):
+  """fastText's 'Encountered NaN' at the tutorial's lr 0.5: trained again at
+  0.1, whose model predicts; another error, or NaN at every rate, is raised."""
+  fasttext = pytest.importorskip('fasttext')
+  rates = []
+
+  class Model:
+    def predict(self, lines, k):
+      return [['__label__0'] * k for _ in lines], None
+
+  def train_supervised(path, lr, **kw):
+    rates.append(lr)
+    if lr >= nan_from:
+      raise RuntimeError('Encountered NaN.')
+    return Model()
+
+  monkeypatch.setattr(fasttext, 'train_supervised', train_supervised)
+  nan_from = 0.5
+  test = _easy(5)
+  predict = peers._fasttext(_easy(20), test, 2, tmp_path, seed=0)
+  assert rates == [0.5, 0.1]
+  assert predict().shape == (test.num_images, peers.TOP)
+  nan_from = 0.0
+  with pytest.raises(RuntimeError, match='NaN'):
+    peers._fasttext(_easy(20), _easy(5), 2, tmp_path, seed=0)
