@@ -71,8 +71,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', 'violators', 'rank_estimate')
   c.optim = auto(c.optim, 'learning_rate', kind='adagrad')
   c.train = auto(c.train, 'batch_size', 'positives_per_row', 'num_epochs')
-  if a['small']:
+  if a['small']:  # (a quick pass: the kernel member over 256 landmarks, not 2,048)
     c.train.num_epochs = 3
+    c.model.ensemble_kernel_landmarks = 256
   c.train.update(eval_every_steps=200, evals_per_budget=30,
                  max_epochs_between_evals=10.0,
                  checkpoint_every_steps=2000, patience=8, plateau_drops=3, eval_subset=2000,

@@ -117,7 +117,8 @@ def _trained(kind: str, train_ds, model_cfg, seed: int):
     U, iterations = logistic.train_logistic(train_ds, C=getattr(model_cfg, C_field), loss=loss)
     log.info('model.ensemble: %s took %d L-BFGS iterations', kind, iterations)
   elif kind == 'kernel':
-    member, iterations = kernel.train_kernel(train_ds, C=model_cfg.ensemble_kernel_C, seed=seed)
+    member, iterations = kernel.train_kernel(train_ds, C=model_cfg.ensemble_kernel_C, seed=seed,
+                                             max_landmarks=model_cfg.ensemble_kernel_landmarks)
     log.info('model.ensemble: kernel took %d L-BFGS iterations over %d landmarks, γ %.3g',
              iterations, member.V_mxY.shape[0], member.gamma)
     return member

@@ -57,6 +57,9 @@ class ModelConfig:
   ensemble_logistic_C: float = 1.0  # (scikit-learn's default; liblinear's objective)
   ensemble_svm_C: float = 1.0       # (liblinear's default)
   ensemble_kernel_C: float = 1.0    # (libsvm's default)
+  # The kernel member's landmarks at most (baselines/kernel.py): its cost is
+  # m³ + n·m² to make its features and n·m·Y a pass.
+  ensemble_kernel_landmarks: int = 2048
   # The members (of those trained; '+'-joined, or 'none') trained on the
   # features' tf-idf weighting (idf from the training split, rows
   # l2-normalised), as the tree libraries are fed; stored as diag(idf)·U,
@@ -70,7 +73,7 @@ class ModelConfig:
                          'ensemble_idf': ENSEMBLES})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
                  ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
-                 ensemble_svm_C='>0', ensemble_kernel_C='>0')
+                 ensemble_svm_C='>0', ensemble_kernel_C='>0', ensemble_kernel_landmarks='>=1')
     if 'kernel' in self.ensemble_idf.split('+'):
       raise ValueError(f"model ensemble_idf={self.ensemble_idf!r}: the kernel member is not "
                        "kept as a d×Y table to weigh by idf; name the linear members only")
