@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.baselines import logistic
+from wsabie_jax.core import evaluation
 from wsabie_jax.data.dataset import SparseDataset
 
 # Landmarks at most by default (model.ensemble_kernel_landmarks): every image
@@ -100,13 +101,10 @@ def kernel_scores(member: KernelMember):
 
 @jax.jit
 def _kernel_scores(Z_dxm, z_sq_m, V_mxY, gamma, feat_idx_BxF, feat_val_BxF):
-  # The images scattered dense (B×d, padding adds its value 0) and multiplied:
-  # gathering Z's rows by feature id would hold B×F×m floats (620 MB at scene's
-  # F 295, m 2,048 and evaluation's B 256). ‖x‖² of its values: an image's
-  # feature ids are unique.
-  rows_Bx1 = jnp.arange(feat_idx_BxF.shape[0])[:, None]
-  X_Bxd = jnp.zeros((feat_idx_BxF.shape[0], Z_dxm.shape[0]), Z_dxm.dtype)
-  xz_Bxm = X_Bxd.at[rows_Bx1, feat_idx_BxF].add(feat_val_BxF) @ Z_dxm
+  # The images written out dense and multiplied: gathering Z's rows by feature
+  # id would hold B×F×m floats (620 MB at scene's F 295, m 2,048 and
+  # evaluation's B 256). ‖x‖² of its values: an image's feature ids are unique.
+  xz_Bxm = evaluation.dense_rows(feat_idx_BxF, feat_val_BxF, Z_dxm.shape[0]) @ Z_dxm
   x_sq_B = jnp.sum(feat_val_BxF * feat_val_BxF, axis=1)
   d2_Bxm = x_sq_B[:, None] + z_sq_m[None] - 2.0 * xz_Bxm
   return jnp.exp(-gamma * jnp.maximum(d2_Bxm, 0.0)) @ V_mxY

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from wsabie_jax.data.batching import PaddedImages
-from wsabie_jax.core import precision
+from wsabie_jax.core import evaluation, precision
 
 
 @functools.partial(jax.jit, static_argnames=('k', 'num_features', 'chunk'))
@@ -27,7 +27,7 @@ def neighbours(q_idx_BxF, q_val_BxF, t_idx_NxF, t_val_NxF, *, k: int, num_featur
                chunk: int = 1024):
   """(similarities_Bxk, training rows_Bxk) of the k most similar training images."""
   B = q_idx_BxF.shape[0]
-  dense_Bxd = jnp.zeros((B, num_features)).at[jnp.arange(B)[:, None], q_idx_BxF].add(q_val_BxF)
+  dense_Bxd = evaluation.dense_rows(q_idx_BxF, q_val_BxF, num_features)
   N = t_idx_NxF.shape[0]
   num_chunks = -(-N // chunk)
   pad = num_chunks * chunk - N

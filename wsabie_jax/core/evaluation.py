@@ -15,6 +15,15 @@ from wsabie_jax.data.batching import PaddedImages, eval_batches
 from wsabie_jax.core import precision
 
 
+def dense_rows(feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array, num_features: int) -> jax.Array:
+  """B×d: padded sparse rows written out dense (padding adds its value 0 to
+  feature 0). For scorers that multiply whole rows (k-NN, the kernel member),
+  where gathering a table's rows by feature id would hold B×F×(its width)."""
+  rows_Bx1 = jnp.arange(feat_idx_BxF.shape[0])[:, None]
+  return jnp.zeros((feat_idx_BxF.shape[0], num_features),
+                   feat_val_BxF.dtype).at[rows_Bx1, feat_idx_BxF].add(feat_val_BxF)
+
+
 @jax.jit
 @precision.full_float32
 def embed(V_dxD: jax.Array, feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array) -> jax.Array:
