@@ -3,6 +3,7 @@ WSABIE with a full-rank member (the paper's One-vs-Rest, logistic regression,
 the L2-loss linear SVM or the Gaussian-kernel SVM), the member and its weight
 chosen on validation, saved with the run and read back by evaluate."""
 import json
+import logging
 
 import jax.numpy as jnp
 import numpy as np
@@ -190,6 +191,19 @@ def test_auto_adds_the_members_where_they_are_cheap(n, d, Y, score, seen, want):
   assert fitting.fitted(config, train)['model.ensemble'] == want
 
 
+def test_auto_costs_the_kernel_member_at_the_configs_landmarks():
+  """n·m·Y past 2^32 at 2,048 landmarks (4,000 × 2,048 × 600), within it at
+  the config's 256: the kernel member joins."""
+  from types import SimpleNamespace
+  config = _tiny_config()
+  with config.model.ignore_type():
+    config.model.ensemble = 'auto'
+  config.model.ensemble_kernel_landmarks = 256
+  train = SimpleNamespace(num_labels=600, num_features=500, num_seen_labels=None,
+                          label_indptr=np.arange(0, 2 * 4_000 + 1, 2))
+  assert fitting.fitted(config, train)['model.ensemble'] == 'one_vs_rest+logistic+svm+kernel'
+
+
 def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   """The member trained before the steps (its seconds in the budget's), its λ
   chosen on validation, WSABIE alone's figures beside; evaluate reads the
@@ -224,16 +238,22 @@ def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   assert want['map'] != pytest.approx(got['wsabie_map'], abs=1e-6)  # (the member moved it)
 
 
-def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path, monkeypatch):
+def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path, monkeypatch,
+                                                                        caplog):
   """The run's model is the refit (train.refit) on all 600 training images: the
   member saved beside it is trained on them too, at the weight chosen with the
-  best state (here forced to 1) on the 60 held out."""
+  best state (here forced to 1) on the 60 held out, as the refit's own work
+  (before its checkpoint is saved: its seconds are the refit's, in the budget)."""
   monkeypatch.setattr(linear_member, 'choose', lambda *a, **k: ('one_vs_rest', 1.0, {}))
   config = _tiny_config(num_epochs=50, eval_every_steps=5, patience=2, refit=True)
   config.optim.kind, config.optim.learning_rate = 'sgd', 30.0  # (wrecked after a few validations)
   config.model.ensemble = 'one_vs_rest'
-  got = run.train_and_evaluate(config, tmp_path)
+  with caplog.at_level(logging.INFO, 'wsabie_jax'):
+    got = run.train_and_evaluate(config, tmp_path)
   assert got['refit_steps'] > 0 and got['ensemble_weight'] == 1.0
+  log = caplog.text
+  assert log.count('one_vs_rest trained on 600 images') == 1
+  assert log.index('one_vs_rest trained on 600 images') < log.index('saved checkpoint refit/')
   whole = config.copy_and_resolve_references()
   whole.data.validation_fraction = 0.0
   train = common.load_splits(whole)[0]

@@ -14,6 +14,7 @@ from tests.train_test import _tiny_config
 from wsabie_jax import methods
 from wsabie_jax.api import run
 from wsabie_jax.training import checkpoints, parallel, refit
+from wsabie_jax.training.method import NO_REFIT_WORK, RefitWork
 from wsabie_jax.training.recorder import Clock, RunRecord
 
 TRAIN, VALID = 540, 60  # _tiny_config's 600 training images, 10% carved off for validation
@@ -102,7 +103,49 @@ def test_a_refit_the_budget_left_cannot_hold_is_skipped_with_a_line(tmp_path, ca
     assert not ckpts.has_refit and record.refit_steps == 0
   finally:
     ckpts.close()
-  assert 'would take about 5.6 s, more than the 1.0 s left' in caplog.text
+  assert 'would take about 5.6 s and its other work 0.0 s, more than the 1.0 s left' in caplog.text
+
+
+def test_the_refits_other_work_is_held_in_its_budget_and_charged(tmp_path, caplog):
+  """Method.refit_work: the 111 steps' 5.6 s and 8 s left of the 10-s budget:
+  with work estimated at 3 s it does not fit (the log says why); at 2 s it
+  does, the work runs after the steps with the best state, and the 2.5 s it
+  takes join the record's train_seconds."""
+  config = methods.check(_tiny_config(max_seconds=10.0, refit=True))
+  base = methods.build(config, parallel.make_mesh(1))
+  now, ran = [0.0], []
+
+  def work_run(best):
+    ran.append(best)
+    now[0] += 2.5
+  for estimate, made in ((3.0, False), (2.0, True)):
+    method = base._replace(refit_work=RefitWork(lambda e=estimate: e, work_run))
+    record = RunRecord(best_metric=0.5, best_path=[[0, 100]], step_seconds=5.0,
+                       train_seconds=2.0, stopped='early_stopping')
+    ckpts = checkpoints.Checkpoints(tmp_path / str(made))
+    try:
+      with caplog.at_level(logging.INFO, 'wsabie_jax'):
+        state = refit.run(method.config, method, methods.build, record, ckpts, 100,
+                          best=lambda: 'the best state', clock=lambda: now[0])
+      assert (state is not None, ckpts.has_refit) == (made, made)
+    finally:
+      ckpts.close()
+  assert 'about 5.6 s and its other work 3.0 s, more than the 8.0 s left' in caplog.text
+  assert ran == ['the best state'] and record.train_seconds == pytest.approx(4.5)
+
+
+def test_the_reserve_holds_the_refits_other_work_too(monkeypatch):
+  """The reserve test's first point (30 s + a drop's 8 s + the refit's 11.1 s
+  of 60) with the refit's other work: 1 s fits, 12 s (61.1 s) makes no drop."""
+  record = RunRecord(best_metric=0.5, best_path=[[0, 100]])
+  config = _tiny_config(max_seconds=60.0, refit=True, patience=4)
+  for work, allowed in ((NO_REFIT_WORK, True), (RefitWork(lambda: 1.0, None), True),
+                        (RefitWork(lambda: 12.0, None), False)):
+    fake = FakeClock().install(monkeypatch)
+    clock = Clock(prior_seconds=10.0)
+    fake.advance(20.0)
+    clock.leave_out(10.0)
+    assert refit.Reserve(config, clock, 0, work).allows_drop(100, 10, record) is allowed
 
 
 def test_a_refit_is_made_once_and_only_after_early_stopping(tmp_path):

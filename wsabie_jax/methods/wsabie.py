@@ -19,7 +19,7 @@ from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
 from wsabie_jax.data import batching
 from wsabie_jax.training import hosts, parallel
-from wsabie_jax.training.method import Method
+from wsabie_jax.training.method import NO_REFIT_WORK, Method, RefitWork
 from wsabie_jax.wsabie import fitting, linear_member, step as step_lib
 
 log = logging.getLogger('wsabie_jax')
@@ -64,11 +64,12 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
         state.params, probe, cfg.loss.margin, cfg.model.score).items()}
 
   seen = common.num_seen(train)
-  prepare, tested = (_with_member(config, cfg, splits, seen)
-                     if linear_member.members(cfg.model.ensemble) else (None, None))
+  prepare, tested, refit_work = (_with_member(config, cfg, splits, seen)
+                                 if linear_member.members(cfg.model.ensemble)
+                                 else (None, None, NO_REFIT_WORK))
   return common.ranking_method(
       config, splits, lambda state: _scorer(state, seen), on_validation,
-      lambda state, test, kw, workdir: {}, tested=tested, prepare=prepare,
+      lambda state, test, kw, workdir: {}, tested=tested, prepare=prepare, refit_work=refit_work,
       init_state=lambda: init_state(config, train.num_features, train.num_labels),
       stream=stream, mesh=mesh, vocabulary=common.vocabulary(train),
       pure_step=lambda state, batch: step_lib.train_step(cfg, state, batch),
@@ -92,15 +93,16 @@ def _scorer(state, num_labels: int):
 
 
 def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
-  """(prepare, tested) of the linear members beside WSABIE (model.ensemble,
-  wsabie/linear_member.py): trained once on the training split before the
-  steps (their seconds count in train.max_seconds); at test the member and its
-  weight chosen with the best state on the validation split, and, where the
-  run's model is the refit on the whole training file (train.refit), the
-  chosen member trained again on that too; saved in the workdir. WSABIE
+  """(prepare, tested, refit_work) of the linear members beside WSABIE
+  (model.ensemble, wsabie/linear_member.py): trained once on the training
+  split before the steps (their seconds count in train.max_seconds); the
+  member and its weight chosen with the best state on the validation split;
+  where the run's model is the refit on the whole training file (train.refit),
+  the chosen member trained again on that too, as the refit's own work (its
+  seconds in the budget: Method.refit_work); saved in the workdir. WSABIE
   alone's test figures are kept as wsabie_*."""
   train, valid, test = splits
-  trained, seconds = {}, []
+  trained, seconds, refit = {}, [], {}
 
   def member(kind, data):
     start = time.perf_counter()
@@ -116,20 +118,40 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
           cfg.model.ensemble)})
     return sum(seconds)
 
+  def choice(best) -> tuple[str | None, float]:
+    prepare()
+    return linear_member.choose(_scorer(best, seen), trained, batching.pad_images(valid),
+                                config.train.select_metric,
+                                common.eval_kwargs(config, train))[:2]
+
+  def on_whole_file(kind):
+    whole = ml_collections.ConfigDict(config.to_dict())
+    whole.data.validation_fraction = 0.0
+    return member(kind, common.load_splits(whole)[0])
+
+  def refit_seconds() -> float:
+    # The costliest member's training on the split, in proportion to the whole
+    # file's images (the choice is made after the refit's steps).
+    return max(seconds[:len(trained)], default=0.0) / max(1 - config.data.validation_fraction,
+                                                          1e-9)
+
+  def refit_run(best) -> None:
+    if valid.num_images:
+      kind, weight = choice(best)
+      refit.update(kind=kind, weight=weight, member=on_whole_file(kind) if weight else None)
+
   def tested(state, best, workdir):
     alone = _scorer(state, seen)
     if valid.num_images == 0:
       log.info('model.ensemble: no validation split to weigh a member on; WSABIE alone is tested')
       return alone, {}
-    prepare()
-    kind, weight, _ = linear_member.choose(_scorer(best, seen), trained,
-                                           batching.pad_images(valid), config.train.select_metric,
-                                           common.eval_kwargs(config, train))
-    U = trained[kind] if kind else None  # (λ 0: WSABIE alone, no table kept)
-    if weight and state is not best:  # (the refit: trained on the validation split too)
-      whole = ml_collections.ConfigDict(config.to_dict())
-      whole.data.validation_fraction = 0.0
-      U = member(kind, common.load_splits(whole)[0])
+    if state is not best and refit:  # (the refit's work: chosen, trained on the whole file)
+      kind, weight, U = refit['kind'], refit['weight'], refit['member']
+    else:
+      kind, weight = choice(best)
+      U = trained[kind] if kind else None  # (λ 0: WSABIE alone, no table kept)
+      if weight and state is not best:  # (a refit made before a resume: trained again here)
+        U = on_whole_file(kind)
     if hosts.is_writer():
       linear_member.save(workdir, U, weight, kind or 'none')
     by_itself = common.evaluate_split(config, train, test, alone, baseline=False)
@@ -138,7 +160,7 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
         'ensemble_seconds': sum(seconds),
         **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
 
-  return prepare, tested
+  return prepare, tested, RefitWork(refit_seconds, refit_run)
 
 
 def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):

@@ -102,11 +102,10 @@ def _run(config, workdir: pathlib.Path, method: Method, build, run_identity: dic
     recorder.forget_after(int(state.step))  # validations past the checkpoint are replayed
     with objects_frozen():
       state = _train(config, state, method, ckpts, recorder, summaries)
-    if jax.process_count() > 1:  # every process holds the same replica: its log says so
-      log.info('process %d: the state after step %d has checksum %08x', jax.process_index(),
-               int(state.step), checksum(state))
+    _say_checksum(state)
     if refit.wanted(config, recorder.record, ckpts):
-      refit.run(config, method, build, recorder.record, ckpts, int(state.step))
+      refit.run(config, method, build, recorder.record, ckpts, int(state.step),
+                best=lambda: _best(ckpts, state))
     result = _test(method, ckpts, state, workdir)
   finally:
     if summaries is not None:
@@ -146,14 +145,26 @@ def _prepare(method: Method, record: RunRecord, charged: bool) -> None:
     record.train_seconds += seconds if charged else 0.0
 
 
+def _say_checksum(state) -> None:
+  """Every process holds the same replica: with several, each log says so."""
+  if jax.process_count() > 1:
+    log.info('process %d: the state after step %d has checksum %08x', jax.process_index(),
+             int(state.step), checksum(state))
+
+
+def _best(ckpts, state):
+  """The best state on validation (the last where none was saved)."""
+  best = ckpts.restore_best(state)
+  return best[0] if best is not None else state
+
+
 def _test(method: Method, ckpts, state, workdir) -> dict:
   """The run's model tested: the refit where the run made one, else the best
   on validation (the last state where neither was saved), with that best
   beside it for the choices made on validation."""
-  best = ckpts.restore_best(state)
-  model = ckpts.restore_model(state) if ckpts.has_refit else best
-  best = best[0] if best is not None else state
-  return method.test(model[0] if model is not None else state, workdir, best)
+  best = _best(ckpts, state)
+  model = ckpts.restore_model(state) if ckpts.has_refit else None
+  return method.test(model[0] if model is not None else best, workdir, best)
 
 
 def _with_run_figures(result: dict, config, method: Method, r: RunRecord, state) -> dict:
@@ -192,7 +203,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
                              clock)
   at_boundary = functools.partial(_at_boundary, train=train, method=method, recorder=recorder,
                                   ckpts=ckpts, clock=clock, steps=steps, spacing=spacing,
-                                  reserve=refit.Reserve(config, clock, start))
+                                  reserve=refit.Reserve(config, clock, start, method.refit_work))
   state = steps.place(at_rate(state, train, r))
   with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
     after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing]

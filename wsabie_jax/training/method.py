@@ -40,6 +40,15 @@ class ResidentStream(Stream, Protocol):
 PLANNING = ('plan', 'gather_planned', 'base_budget')  # what a stream with `plans` also has
 
 
+class RefitWork(NamedTuple):
+  """Work a refit (train.refit) does besides its steps, held in the time budget with them."""
+  seconds: Callable[[], float]       # its cost, estimated before the refit's steps
+  run: Callable[[Any], None]         # (the best state on validation): done after them
+
+
+NO_REFIT_WORK = RefitWork(lambda: 0.0, lambda best: None)
+
+
 class Method(NamedTuple):
   # The initial state: a NamedTuple with `step` (i32[]) and `rate_scale` (f32[],
   # every learning rate's multiplier, which the loop sets: train.plateau_drops).
@@ -65,3 +74,6 @@ class Method(NamedTuple):
   # Work before the steps, its seconds charged to train.max_seconds: a fresh run
   # calls it once at the start, a resumed one again uncharged (None: nothing).
   prepare: Callable[[], float] | None = None
+  # What a refit does besides its steps (WSABIE: the chosen member trained again
+  # on the whole file), its seconds charged with the refit's (None: nothing).
+  refit_work: RefitWork = NO_REFIT_WORK

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from wsabie_jax.training import dispatch, hosts, parallel
-from wsabie_jax.training.method import Method
+from wsabie_jax.training.method import NO_REFIT_WORK, Method, RefitWork
 from wsabie_jax.training.recorder import RunRecord, Stop
 
 log = logging.getLogger('wsabie_jax')
@@ -46,11 +46,14 @@ class Reserve:
   validations `every` steps apart at the loop's wall-clock pace so far
   (its validations and checkpoints included); else the run stops there and
   refits. Was: on Delicious the three drops filled the minute (valid MAP
-  0.3814 → 0.3816) and left no time for the refit's tenth more data. One decision, process 0's, so that hosts agree."""
+  0.3814 → 0.3816) and left no time for the refit's tenth more data. The
+  refit's work besides its steps (Method.refit_work) is held too. One
+  decision, process 0's, so that hosts agree."""
 
-  def __init__(self, config: ml_collections.ConfigDict, clock, first_step: int):
+  def __init__(self, config: ml_collections.ConfigDict, clock, first_step: int,
+               work: RefitWork = NO_REFIT_WORK):
     train, data = config.train, config.data
-    self.train, self.clock, self.first_step = train, clock, first_step
+    self.train, self.clock, self.first_step, self.work = train, clock, first_step, work
     self.scale = (1 / (1 - data.validation_fraction)
                   if (train.refit and train.refit_reserved and train.max_seconds > 0
                       and holds_out(config)) else 0.0)
@@ -60,7 +63,8 @@ class Reserve:
       return True
     wall_a_step = (self.clock.seconds - self.clock.prior) / (step - self.first_step)
     drop = self.train.patience * every * wall_a_step
-    refit = steps_needed(record.best_path, self.scale) * self.clock.step_seconds / step
+    refit = (steps_needed(record.best_path, self.scale) * self.clock.step_seconds / step
+             + self.work.seconds())
     fits = bool(parallel.agreed(int(self.clock.seconds + drop + refit <= self.train.max_seconds)))
     if not fits:
       log.info('step %d: a rate drop (at least %.1f s) would leave less than the refit\'s '
@@ -87,12 +91,13 @@ def wanted(config: ml_collections.ConfigDict, record: RunRecord, ckpts) -> bool:
 
 def run(config: ml_collections.ConfigDict, method: Method,
         build: Callable[[ml_collections.ConfigDict, object], Method], record: RunRecord,
-        ckpts, steps_trained: int, clock=time.monotonic):
+        ckpts, steps_trained: int, best: Callable = lambda: None, clock=time.monotonic):
   """Trains the refit model and saves it (refit/); returns it, or None where
-  it would not fit in the time budget left (logged). The steps' time, at the
-  run's own pace, decides, process 0's for every process (a process that
-  refit alone would wait on the others' collectives); the seconds it takes
-  join the record's."""
+  it would not fit in the time budget left (logged). Its steps' time, at the
+  run's own pace, and the method's work besides them (Method.refit_work, run
+  after them with the `best()` state) decide, process 0's for every process
+  (one that refit alone would wait on the others' collectives); the seconds
+  it all takes join the record's."""
   train = config.train
   if not holds_out(config):
     log.info('train.refit: nothing held out to train on again (no validation split carved '
@@ -104,19 +109,21 @@ def run(config: ml_collections.ConfigDict, method: Method,
   everything = build(whole, method.mesh)
   plan = segments(record.best_path, everything.stream.num_examples / method.stream.num_examples)
   total = sum(n for _, n in plan)
-  seconds_a_step = record.step_seconds / max(steps_trained, 1)
+  steps_s = total * (record.step_seconds / max(steps_trained, 1))
+  work_s = method.refit_work.seconds()
   spent = record.train_seconds + clock() - start
   left = train.max_seconds - spent if train.max_seconds > 0 else math.inf
-  if not parallel.agreed(int(total * seconds_a_step <= left)):  # (process 0's clock for all)
-    log.info('train.refit: %d steps on the whole training file would take about %.1f s, '
-             'more than the %.1f s left of train.max_seconds; the best on validation is the '
-             'model', total, total * seconds_a_step, max(left, 0.0))
+  if not parallel.agreed(int(steps_s + work_s <= left)):  # (process 0's clock for all)
+    log.info('train.refit: %d steps on the whole training file would take about %.1f s and its '
+             'other work %.1f s, more than the %.1f s left of train.max_seconds; the best on '
+             'validation is the model', total, steps_s, work_s, max(left, 0.0))
     return None
   log.info('train.refit: %d steps over all %d rows of the training data, along the best '
            'state\'s path (%s)', total, everything.stream.num_examples,
            ', '.join(f'{n} at rate ÷{train.plateau_factor ** d:g}' for d, n in plan))
   state = _along(train, everything, plan)
   jax.block_until_ready(state)
+  method.refit_work.run(best())
   record.refit_steps = total
   record.train_seconds += clock() - start
   ckpts.save(ckpts.refit(), state, record.to_json())

@@ -139,7 +139,8 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
             'optim.learning_rate': rate, 'train.positives_per_row': Q, 'train.batch_size': B}
   if config.model.ensemble == AUTO:  # (not under a zero-shot hold-out: its labels rank by W alone)
     values['model.ensemble'] = (linear_member.auto(len(train.label_indptr) - 1, train.num_features, Y,
-                                                   config.model.score)
+                                                   config.model.score,
+                                                   config.model.ensemble_kernel_landmarks)
                                 if train.num_seen_labels is None else 'none')
   # As the data layer resolved it reading the training file (a split read with
   # another data section, as the panel's, by the same density rule: the

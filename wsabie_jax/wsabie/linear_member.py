@@ -76,14 +76,16 @@ def members(ensemble: str) -> tuple[str, ...]:
   return () if ensemble == 'none' else tuple(ensemble.split('+'))
 
 
-def auto(num_images: int, num_features: int, num_labels: int, score: str) -> str:
-  """model.ensemble 'auto' resolves to: the members that fit data of these sizes."""
+def auto(num_images: int, num_features: int, num_labels: int, score: str,
+         landmarks: int = kernel.MAX_LANDMARKS) -> str:
+  """model.ensemble 'auto' resolves to: the members that fit data of these
+  sizes (the kernel member's cost at `landmarks`, model.ensemble_kernel_landmarks)."""
   if not (num_features * num_labels <= MAX_TABLE_FLOATS and num_labels <= MAX_LABELS
           and score == 'dot'):
     return 'none'
   dense = num_images * num_features <= logistic.DENSE_FLOATS
   product = num_images * num_features * num_labels
-  kernel_product = num_images * min(num_images, kernel.MAX_LANDMARKS) * num_labels
+  kernel_product = num_images * min(num_images, landmarks) * num_labels
   return '+'.join(['one_vs_rest'] + ['logistic'] * (dense and product <= MAX_LOGISTIC_PRODUCT)
                   + ['svm'] * (dense and product <= MAX_SVM_PRODUCT)
                   + ['kernel'] * (dense and num_images <= MAX_KERNEL_IMAGES
