@@ -75,5 +75,5 @@ class Method(NamedTuple):
   # calls it once at the start, a resumed one again uncharged (None: nothing).
   prepare: Callable[[], float] | None = None
   # What a refit does besides its steps (WSABIE: the chosen member trained again
-  # on the whole file), its seconds charged with the refit's (None: nothing).
+  # on the whole file), its seconds charged with the refit's (NO_REFIT_WORK: nothing).
   refit_work: RefitWork = NO_REFIT_WORK
