@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 SCRIPT = '''
-import importlib, os, pkgutil, signal, sys
+import importlib, pkgutil, signal, sys
 import wsabie_jax
 for m in pkgutil.walk_packages(wsabie_jax.__path__, 'wsabie_jax.'):
   if m.name != 'wsabie_jax.core.startup':  # (the launch scripts' own: it installs)
@@ -15,9 +15,8 @@ for m in pkgutil.walk_packages(wsabie_jax.__path__, 'wsabie_jax.'):
 assert 'wsabie_jax.core.startup' not in sys.modules
 print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
       [signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGTERM, signal.SIGHUP)])
-try:
-  os.kill(os.getpid(), signal.SIGINT)
-  signal.sigtimedwait([], 0)  # (a point where Python runs the handler)
+try:  # (raised in this thread, so the handler runs on return: os.kill may land on one of
+  signal.raise_signal(signal.SIGINT)  # XLA's threads and be seen only after the try)
 except KeyboardInterrupt:
   print('KeyboardInterrupt')
 '''
