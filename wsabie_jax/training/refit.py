@@ -45,10 +45,11 @@ class Reserve:
   hold the refit after the drop's own patience, at least `patience`
   validations `every` steps apart at the loop's wall-clock pace so far
   (its validations and checkpoints included); else the run stops there and
-  refits. Was: on Delicious the three drops filled the minute (valid MAP
-  0.3814 → 0.3816) and left no time for the refit's tenth more data. The
-  refit's work besides its steps (Method.refit_work) is held too. One
-  decision, process 0's, so that hosts agree."""
+  refits. Without it, on Delicious the three drops fill the minute (valid
+  MAP 0.3814 → 0.3816) and leave no time for the refit's tenth more data
+  (docs/TUNING.md "Refit on the whole training file"). The refit's work
+  besides its steps (Method.refit_work) is held too. One decision, process
+  0's, so that hosts agree."""
 
   def __init__(self, config: ml_collections.ConfigDict, clock, first_step: int,
                work: RefitWork = NO_REFIT_WORK):
