@@ -23,6 +23,7 @@ import jax
 import pytest
 from jax._src.interpreters import pxla  # (the one function every lowering passes through)
 
+from tests import helpers
 from wsabie_jax.api import configs, run
 from wsabie_jax.data import shards, synthetic
 
@@ -99,8 +100,7 @@ def _with(config, **loss):
 def _quick_members(config):
   """The linear members' programs at fewer iterations (the same programs: PA-I's
   epochs and L-BFGS's iterations are runs of them, and a strong l2 converges in few)."""
-  config.model.update(ensemble_epochs=2, ensemble_logistic_C=0.01, ensemble_svm_C=0.01,
-                      ensemble_kernel_C=0.01)
+  config.model.update(helpers.QUICK_MEMBERS)
   return config
 
 

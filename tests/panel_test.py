@@ -181,13 +181,6 @@ def test_repeated_runs_give_the_first_runs_figures_and_the_median_speed():
   assert two['ensemble_weight'] == 0.5 and two['wsabie_p@1'] == pytest.approx(0.45)
 
 
-# The config's four members at a strong l2 and two PA-I epochs: the same
-# programs, converged in a few L-BFGS iterations (the candidate's members at
-# the config's own C took 16 of its 18 s on 2 cores).
-QUICK_MEMBERS = {'model.ensemble_epochs': 2, 'model.ensemble_logistic_C': 0.01,
-                 'model.ensemble_svm_C': 0.01, 'model.ensemble_kernel_C': 0.01}
-
-
 def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   """panel_search.choose (launch/benchmark.py --suite=panel_search) feeds timed.train_ours
   through the loop's dispatcher: one row a set and candidate, scored on its
@@ -195,7 +188,8 @@ def test_the_search_trains_each_candidate_on_each_set(tmp_path):
   folder = _mulan_folder(tmp_path, train_rows=1000)
   rows = panel_search.choose([str(folder)], [{'overrides': {'model.max_norm': 3.0}},
                                       {'knobs': {'max_draws': 10, 'batch_draws': False}},
-                                      {'member': True, 'overrides': QUICK_MEMBERS}],
+                                      {'member': True, 'overrides': {
+                                          f'model.{k}': v for k, v in helpers.QUICK_MEMBERS.items()}}],
                        budget=0.3)
   assert [(r['set'], r['candidate']) for r in rows] == [('toy', 0), ('toy', 1), ('toy', 2)]
   assert all(0.0 <= r['map'] <= 1.0 and r['pairs_per_sec'] > 0 for r in rows)
@@ -266,7 +260,7 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   assert panel.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
   # With the members their training seconds (a fake clock's 7) come first.
   config.model.ensemble = 'one_vs_rest+logistic'
-  config.model.update(ensemble_epochs=2, ensemble_logistic_C=0.01)  # (QUICK_MEMBERS' two)
+  config.model.update(helpers.QUICK_MEMBERS)
   ticks = iter([100.0, 107.0])
   got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05,
                          clock=lambda: next(ticks))
