@@ -243,14 +243,17 @@ def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path
   """The run's model is the refit (train.refit) on all 600 training images: the
   member saved beside it is trained on them too, at the weight chosen with the
   best state (here forced to 1) on the 60 held out, as the refit's own work
-  (before its checkpoint is saved: its seconds are the refit's, in the budget)."""
-  monkeypatch.setattr(linear_member, 'choose', lambda *a, **k: ('one_vs_rest', 1.0, {}))
+  (before its checkpoint is saved: its seconds are the refit's, in the budget).
+  The choice is made once, before the refit is decided on, and the test reads it."""
+  chose = []
+  monkeypatch.setattr(linear_member, 'choose',
+                      lambda *a, **k: chose.append(1) or ('one_vs_rest', 1.0, {}))
   config = _tiny_config(num_epochs=50, eval_every_steps=5, patience=2, refit=True)
   config.optim.kind, config.optim.learning_rate = 'sgd', 30.0  # (wrecked after a few validations)
   config.model.ensemble = 'one_vs_rest'
   with caplog.at_level(logging.INFO, 'wsabie_jax'):
     got = run.train_and_evaluate(config, tmp_path)
-  assert got['refit_steps'] > 0 and got['ensemble_weight'] == 1.0
+  assert got['refit_steps'] > 0 and got['ensemble_weight'] == 1.0 and chose == [1]
   log = caplog.text
   assert log.count('one_vs_rest trained on 600 images') == 1
   assert log.index('one_vs_rest trained on 600 images') < log.index('saved checkpoint refit/')

@@ -94,6 +94,40 @@ def test_scored_labels_rank_by_the_same_tie_rule():
   assert (np.sort(scores, 1)[:, 1:] == np.sort(scores, 1)[:, :-1]).any(1).all()  # ties everywhere
 
 
+@pytest.mark.parametrize('dense', [None, False, True])
+@pytest.mark.parametrize('width', [1, 4, 40])  # d/F 400 and 100: gathered by the rule; 10: dense
+def test_rows_times_a_table_is_x_times_t_either_way(width, dense):
+  """evaluation.rows_times(T, rows) = X·T for padded sparse rows (padding:
+  feature 0, value 0), T's rows gathered or the rows written out dense, as
+  the rule (DENSE_AT) or the caller chooses; the linear baselines score so."""
+  from wsabie_jax.baselines import linear
+  rng = np.random.default_rng(width)
+  d, K, B = 400, 7, 5
+  T = rng.normal(size=(d, K)).astype(np.float32)
+  idx = np.stack([rng.choice(np.arange(1, d), width, replace=False) for _ in range(B)])
+  val = rng.random((B, width)).astype(np.float32)
+  idx[1, width // 2:], val[1, width // 2:] = 0, 0.0  # a shorter row, padded
+  X = np.zeros((B, d), np.float32)
+  np.put_along_axis(X, idx, val, 1)
+  X[:, 0] = 0.0  # (padding's value)
+  assert (d <= evaluation.DENSE_AT * width) == (width == 40)
+  i, v = jnp.asarray(idx, jnp.int32), jnp.asarray(val)
+  got = evaluation.rows_times(jnp.asarray(T), i, v, dense)
+  np.testing.assert_allclose(np.asarray(got), X @ T, rtol=1e-5, atol=1e-5)
+  if dense is None:
+    np.testing.assert_allclose(np.asarray(linear.linear_scores(T)(i, v)), X @ T, rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_the_eval_suite_times_both_forms_of_rows_times():
+  """launch/benchmark.py --suite=eval's second table (small): both columns
+  timed at every shape, and the rule's side named."""
+  from wsabie_jax.benchmarks import suites
+  rows = suites.rows_times_speed(small=True)
+  assert [(r['d'], r['F'], r['rule']) for r in rows] == [(512, 4, 'gathered'), (64, 32, 'dense')]
+  assert all(r['gathered_ms'] > 0 and r['dense_ms'] > 0 for r in rows)
+
+
 def test_sibling_relation_of_parentless_labels():
   """S_ab (paper 000 §4): a label with no is-a parent is a sibling of itself
   only; −1 pads are not a shared parent."""

@@ -134,6 +134,37 @@ def test_the_refits_other_work_is_held_in_its_budget_and_charged(tmp_path, caplo
   assert ran == ['the best state'] and record.train_seconds == pytest.approx(4.5)
 
 
+def test_the_work_before_the_refit_is_spent_before_it_is_decided(tmp_path, caplog):
+  """RefitWork.before (the member's choice on validation) runs first, on the
+  best state, and its seconds count as spent: the 111 steps' 5.6 s and 2 s of
+  other work fit the 8 s left of the 10-s budget after a 0.3-s choice and not
+  after a 1-s one; either way it ran once, and a made refit's train_seconds
+  hold it."""
+  config = methods.check(_tiny_config(max_seconds=10.0, refit=True))
+  base = methods.build(config, parallel.make_mesh(1))
+  now, before = [0.0], []
+
+  def choose(best, takes):
+    before.append(best)
+    now[0] += takes
+  for takes, made in ((1.0, False), (0.3, True)):
+    now[0], before[:] = 0.0, []
+    method = base._replace(refit_work=RefitWork(lambda: 2.0, lambda best: None,
+                                                lambda best, t=takes: choose(best, t)))
+    record = RunRecord(best_metric=0.5, best_path=[[0, 100]], step_seconds=5.0,
+                       train_seconds=2.0, stopped='early_stopping')
+    ckpts = checkpoints.Checkpoints(tmp_path / str(made))
+    try:
+      with caplog.at_level(logging.INFO, 'wsabie_jax'):
+        state = refit.run(method.config, method, methods.build, record, ckpts, 100,
+                          best=lambda: 'the best state', clock=lambda: now[0])
+      assert (state is not None, ckpts.has_refit, before) == (made, made, ['the best state'])
+    finally:
+      ckpts.close()
+  assert 'about 5.6 s and its other work 2.0 s, more than the 7.0 s left' in caplog.text
+  assert record.train_seconds == pytest.approx(2.3)
+
+
 def test_the_reserve_holds_the_refits_other_work_too(monkeypatch):
   """The reserve test's first point (30 s + a drop's 8 s + the refit's 11.1 s
   of 60) with the refit's other work: 1 s fits, 12 s (61.1 s) makes no drop."""

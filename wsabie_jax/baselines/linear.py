@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wsabie_jax.core import row_scatter, samplers
+from wsabie_jax.core import evaluation, row_scatter, samplers
 from wsabie_jax.data.batching import pad_images
 from wsabie_jax.data.dataset import SparseDataset
 
@@ -158,4 +158,4 @@ def linear_scores(W_dxY: jax.Array):
 
 @jax.jit
 def _linear_scores(W_dxY, feat_idx_BxF, feat_val_BxF):
-  return jnp.einsum('bf,bfy->by', feat_val_BxF, W_dxY[feat_idx_BxF])
+  return evaluation.rows_times(W_dxY, feat_idx_BxF, feat_val_BxF)

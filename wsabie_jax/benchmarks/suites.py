@@ -115,7 +115,44 @@ def eval_speed(small: bool):
   print(f'\nExact evaluation, Y={Y:,}, D={D}: {out["images_per_sec"]:,.0f} images/s '
         f'({1e3 * out["seconds_per_image"]:.2f} ms/image; paper 000 Table 6: 170 ms), exact ranks of '
         f'4 positives + top-10; peak RSS {out["peak_rss_mib"]:,.0f} MiB (W is {out["W_mib"]:.0f} MiB)')
+  out['rows_times'] = rows_times_speed(small)
   return out
+
+
+# (d, K, F): the tables evaluation multiplies sparse rows by, at the widths
+# where evaluation.DENSE_AT's rule changes sides (Delicious' V and linear
+# member, debtags' member, medical's V).
+ROWS_TIMES_SHAPES = ((501, 128, 256), (501, 983, 16), (501, 983, 256), (11_975, 433, 64),
+                     (11_975, 433, 256), (1_450, 128, 16), (1_450, 128, 64))
+
+
+def rows_times_speed(small: bool) -> list[dict]:
+  """ms a batch of 256 rows times a d×K table, T's rows gathered beside the
+  rows written out dense, and which evaluation.rows_times takes."""
+  shapes = ((512, 8, 4), (64, 8, 32)) if small else ROWS_TIMES_SHAPES
+  rng = np.random.default_rng(0)
+  forms = {kind: jax.jit(lambda T, i, v, kind=kind: evaluation.rows_times(T, i, v, kind == 'dense'))
+           for kind in ('gathered', 'dense')}
+  rows = []
+  for d, K, F in shapes:
+    T = jnp.asarray(rng.standard_normal((d, K)), jnp.float32)
+    idx = jnp.asarray(np.stack([rng.choice(d, F, replace=False) for _ in range(256)]), jnp.int32)
+    val = jnp.asarray(rng.random((256, F)), jnp.float32)
+    row = {'d': d, 'K': K, 'F': F, 'rule': 'dense' if d <= evaluation.DENSE_AT * F else 'gathered'}
+    for kind, form in forms.items():
+      jax.block_until_ready(form(T, idx, val))
+      t = time.perf_counter()
+      for _ in range(5):
+        jax.block_until_ready(form(T, idx, val))
+      row[f'{kind}_ms'] = 1e3 * (time.perf_counter() - t) / 5
+    rows.append(row)
+  print('\nSparse rows times a table (B 256): T\'s rows gathered vs the rows written out dense')
+  print(f'{"d":>7} {"K":>5} {"F":>5} {"d/F":>6} {"gathered ms":>12} {"dense ms":>9} '
+        f'{"gathered ÷ dense":>17} {"rule":>9}')
+  for r in rows:
+    print(f'{r["d"]:>7,} {r["K"]:>5} {r["F"]:>5} {r["d"] / r["F"]:>6.0f} {r["gathered_ms"]:>12.2f} '
+          f'{r["dense_ms"]:>9.2f} {r["gathered_ms"] / r["dense_ms"]:>17.2f} {r["rule"]:>9}')
+  return rows
 
 
 SKIPGRAM_ROWS = (('Fast0Tag', 'fast0tag', False), ('Fixed WV', 'xent', False),

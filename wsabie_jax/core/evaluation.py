@@ -24,10 +24,35 @@ def dense_rows(feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array, num_features: i
                    feat_val_BxF.dtype).at[rows_Bx1, feat_idx_BxF].add(feat_val_BxF)
 
 
+# Rows at least 1/DENSE_AT of the table's height wide are multiplied written
+# out dense (rows_times): gathering the table's rows by feature id holds
+# B×F×K floats, which past a few MB costs more than the whole product.
+# `launch/benchmark.py --suite=eval` times both at B 256 (2 CPU cores, two
+# runs; gathered ÷ dense): d 501, K 128 (Delicious' V) at F 256, 22-30×; K 983
+# (its linear member) at F 256, 50-83×, at F 16 (d/F 31), 1.8-2.7×; d 11,975,
+# K 433 (debtags' member) at F 256 (d/F 47), 4.4-4.8×, at F 64 (d/F 187),
+# 0.42-0.45×; d 1,450, K 128 at F 64 (d/F 23), 0.92-1.09×, at F 16 (d/F
+# 91), 0.37-0.46×: the rule takes the faster form, or one within 10%, in each.
+DENSE_AT = 64
+
+
+def rows_times(T_dxK: jax.Array, feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array,
+               dense: bool | None = None) -> jax.Array:
+  """x·T (B×K) for padded sparse rows x (padding: value 0), written out dense
+  or T's rows gathered: by their width (DENSE_AT; static shapes, so chosen as
+  it is traced) unless `dense` says (the benchmark's two columns)."""
+  if dense is None:
+    dense = T_dxK.shape[0] <= DENSE_AT * feat_idx_BxF.shape[1]
+  if dense:
+    return dense_rows(feat_idx_BxF, feat_val_BxF, T_dxK.shape[0]) @ T_dxK
+  return model.embed_images(T_dxK[feat_idx_BxF], feat_val_BxF)
+
+
 @jax.jit
 @precision.full_float32
 def embed(V_dxD: jax.Array, feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array) -> jax.Array:
-  return model.embed_images(V_dxD[feat_idx_BxF], feat_val_BxF)
+  """Φ_I(x) = V x for evaluation's padded rows."""
+  return rows_times(V_dxD, feat_idx_BxF, feat_val_BxF)
 
 
 @precision.full_float32

@@ -102,7 +102,7 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   seconds in the budget: Method.refit_work); saved in the workdir. WSABIE
   alone's test figures are kept as wsabie_*."""
   train, valid, test = splits
-  trained, seconds, refit = {}, [], {}
+  trained, seconds, refit, chosen = {}, [], {}, {}
 
   def member(kind, data):
     start = time.perf_counter()
@@ -119,10 +119,15 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
     return sum(seconds)
 
   def choice(best) -> tuple[str | None, float]:
-    prepare()
-    return linear_member.choose(_scorer(best, seen), trained, batching.pad_images(valid),
-                                config.train.select_metric,
-                                common.eval_kwargs(config, train))[:2]
+    # Once a best state: the refit's decision makes it first (RefitWork.before,
+    # its seconds spent before it), the test reads it.
+    step = int(best.step)
+    if step not in chosen:
+      prepare()
+      chosen[step] = linear_member.choose(_scorer(best, seen), trained,
+                                          batching.pad_images(valid), config.train.select_metric,
+                                          common.eval_kwargs(config, train))[:2]
+    return chosen[step]
 
   def on_whole_file(kind):
     whole = ml_collections.ConfigDict(config.to_dict())
@@ -131,9 +136,13 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
 
   def refit_seconds() -> float:
     # The costliest member's training on the split, in proportion to the whole
-    # file's images (the choice is made after the refit's steps).
+    # file's images (the one chosen is trained again after the refit's steps).
     return max(seconds[:len(trained)], default=0.0) / max(1 - config.data.validation_fraction,
                                                           1e-9)
+
+  def choose_first(best) -> None:
+    if valid.num_images:
+      choice(best)
 
   def refit_run(best) -> None:
     if valid.num_images:
@@ -160,7 +169,7 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
         'ensemble_seconds': sum(seconds),
         **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
 
-  return prepare, tested, RefitWork(refit_seconds, refit_run)
+  return prepare, tested, RefitWork(refit_seconds, refit_run, choose_first)
 
 
 def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):

@@ -44,6 +44,9 @@ class RefitWork(NamedTuple):
   """Work a refit (train.refit) does besides its steps, held in the time budget with them."""
   seconds: Callable[[], float]       # its cost, estimated before the refit's steps
   run: Callable[[Any], None]         # (the best state on validation): done after them
+  # (the best state on validation): work done before the refit is decided on,
+  # its seconds spent by then (what is chosen on validation, kept for the test)
+  before: Callable[[Any], None] = lambda best: None
 
 
 NO_REFIT_WORK = RefitWork(lambda: 0.0, lambda best: None)

@@ -94,17 +94,17 @@ def run(config: ml_collections.ConfigDict, method: Method,
         build: Callable[[ml_collections.ConfigDict, object], Method], record: RunRecord,
         ckpts, steps_trained: int, best: Callable = lambda: None, clock=time.monotonic):
   """Trains the refit model and saves it (refit/); returns it, or None where
-  it would not fit in the time budget left (logged). Its steps' time, at the
-  run's own pace, and the method's work besides them (Method.refit_work, run
-  after them with the `best()` state) decide, process 0's for every process
-  (one that refit alone would wait on the others' collectives); the seconds
-  it all takes join the record's."""
+  it would not fit in the time budget left (logged). Its steps' time at the
+  run's pace and the method's other work (Method.refit_work on the `best()`
+  state: its `before` done and spent first) decide, process 0's for every
+  process (one refitting alone would wait on the others' collectives)."""
   train = config.train
   if not holds_out(config):
     log.info('train.refit: nothing held out to train on again (no validation split carved '
              'from the training data); the best on validation is the model')
     return None
-  start = clock()  # (reading the whole training file counts too)
+  start, best_state = clock(), best()  # (reading the whole training file counts too)
+  method.refit_work.before(best_state)
   whole = ml_collections.ConfigDict(method.config.to_dict())
   whole.data.validation_fraction = 0.0
   everything = build(whole, method.mesh)
@@ -124,7 +124,7 @@ def run(config: ml_collections.ConfigDict, method: Method,
            ', '.join(f'{n} at rate ÷{train.plateau_factor ** d:g}' for d, n in plan))
   state = _along(train, everything, plan)
   jax.block_until_ready(state)
-  method.refit_work.run(best())
+  method.refit_work.run(best_state)
   record.refit_steps = total
   record.train_seconds += clock() - start
   ckpts.save(ckpts.refit(), state, record.to_json())
