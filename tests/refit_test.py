@@ -106,6 +106,22 @@ def test_a_refit_the_budget_left_cannot_hold_is_skipped_with_a_line(tmp_path, ca
   assert 'would take about 5.6 s and its other work 0.0 s, more than the 1.0 s left' in caplog.text
 
 
+def _charged_refit(method, folder, now: list, caplog) -> tuple[bool, RunRecord]:
+  """refit.run after 100 steps that took 5 s, 2 s charged of a budget, the
+  clock reading now[0]: (whether the refit was made and saved, the record)."""
+  record = RunRecord(best_metric=0.5, best_path=[[0, 100]], step_seconds=5.0,
+                     train_seconds=2.0, stopped='early_stopping')
+  ckpts = checkpoints.Checkpoints(folder)
+  try:
+    with caplog.at_level(logging.INFO, 'wsabie_jax'):
+      state = refit.run(method.config, method, methods.build, record, ckpts, 100,
+                        best=lambda: 'the best state', clock=lambda: now[0])
+    assert (state is not None) == ckpts.has_refit
+    return state is not None, record
+  finally:
+    ckpts.close()
+
+
 def test_the_refits_other_work_is_held_in_its_budget_and_charged(tmp_path, caplog):
   """Method.refit_work: the 111 steps' 5.6 s and 8 s left of the 10-s budget:
   with work estimated at 3 s it does not fit (the log says why); at 2 s it
@@ -120,16 +136,8 @@ def test_the_refits_other_work_is_held_in_its_budget_and_charged(tmp_path, caplo
     now[0] += 2.5
   for estimate, made in ((3.0, False), (2.0, True)):
     method = base._replace(refit_work=RefitWork(lambda e=estimate: e, work_run))
-    record = RunRecord(best_metric=0.5, best_path=[[0, 100]], step_seconds=5.0,
-                       train_seconds=2.0, stopped='early_stopping')
-    ckpts = checkpoints.Checkpoints(tmp_path / str(made))
-    try:
-      with caplog.at_level(logging.INFO, 'wsabie_jax'):
-        state = refit.run(method.config, method, methods.build, record, ckpts, 100,
-                          best=lambda: 'the best state', clock=lambda: now[0])
-      assert (state is not None, ckpts.has_refit) == (made, made)
-    finally:
-      ckpts.close()
+    got, record = _charged_refit(method, tmp_path / str(made), now, caplog)
+    assert got == made
   assert 'about 5.6 s and its other work 3.0 s, more than the 8.0 s left' in caplog.text
   assert ran == ['the best state'] and record.train_seconds == pytest.approx(4.5)
 
@@ -151,16 +159,8 @@ def test_the_work_before_the_refit_is_spent_before_it_is_decided(tmp_path, caplo
     now[0], before[:] = 0.0, []
     method = base._replace(refit_work=RefitWork(lambda: 2.0, lambda best: None,
                                                 lambda best, t=takes: choose(best, t)))
-    record = RunRecord(best_metric=0.5, best_path=[[0, 100]], step_seconds=5.0,
-                       train_seconds=2.0, stopped='early_stopping')
-    ckpts = checkpoints.Checkpoints(tmp_path / str(made))
-    try:
-      with caplog.at_level(logging.INFO, 'wsabie_jax'):
-        state = refit.run(method.config, method, methods.build, record, ckpts, 100,
-                          best=lambda: 'the best state', clock=lambda: now[0])
-      assert (state is not None, ckpts.has_refit, before) == (made, made, ['the best state'])
-    finally:
-      ckpts.close()
+    got, record = _charged_refit(method, tmp_path / str(made), now, caplog)
+    assert (got, before) == (made, ['the best state'])
   assert 'about 5.6 s and its other work 2.0 s, more than the 7.0 s left' in caplog.text
   assert record.train_seconds == pytest.approx(2.3)
 
