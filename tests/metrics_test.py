@@ -110,7 +110,7 @@ def test_rows_times_a_table_is_x_times_t_either_way(width, dense):
   X = np.zeros((B, d), np.float32)
   np.put_along_axis(X, idx, val, 1)
   X[:, 0] = 0.0  # (padding's value)
-  assert (d <= evaluation.DENSE_AT * width) == (width == 40)
+  assert evaluation.written_out_dense(d, width) == (width == 40)
   i, v = jnp.asarray(idx, jnp.int32), jnp.asarray(val)
   got = evaluation.rows_times(jnp.asarray(T), i, v, dense)
   np.testing.assert_allclose(np.asarray(got), X @ T, rtol=1e-5, atol=1e-5)

@@ -138,7 +138,8 @@ def rows_times_speed(small: bool) -> list[dict]:
     T = jnp.asarray(rng.standard_normal((d, K)), jnp.float32)
     idx = jnp.asarray(np.stack([rng.choice(d, F, replace=False) for _ in range(256)]), jnp.int32)
     val = jnp.asarray(rng.random((256, F)), jnp.float32)
-    row = {'d': d, 'K': K, 'F': F, 'rule': 'dense' if d <= evaluation.DENSE_AT * F else 'gathered'}
+    row = {'d': d, 'K': K, 'F': F,
+           'rule': 'dense' if evaluation.written_out_dense(d, F) else 'gathered'}
     for kind, form in forms.items():
       jax.block_until_ready(form(T, idx, val))
       t = time.perf_counter()

@@ -36,13 +36,19 @@ def dense_rows(feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array, num_features: i
 DENSE_AT = 64
 
 
+def written_out_dense(num_features: int, width: int) -> bool:
+  """Whether rows_times writes rows `width` wide out dense against a table of
+  `num_features` rows (DENSE_AT)."""
+  return num_features <= DENSE_AT * width
+
+
 def rows_times(T_dxK: jax.Array, feat_idx_BxF: jax.Array, feat_val_BxF: jax.Array,
                dense: bool | None = None) -> jax.Array:
   """x·T (B×K) for padded sparse rows x (padding: value 0), written out dense
   or T's rows gathered: by their width (DENSE_AT; static shapes, so chosen as
   it is traced) unless `dense` says (the benchmark's two columns)."""
   if dense is None:
-    dense = T_dxK.shape[0] <= DENSE_AT * feat_idx_BxF.shape[1]
+    dense = written_out_dense(T_dxK.shape[0], feat_idx_BxF.shape[1])
   if dense:
     return dense_rows(feat_idx_BxF, feat_val_BxF, T_dxK.shape[0]) @ T_dxK
   return model.embed_images(T_dxK[feat_idx_BxF], feat_val_BxF)
