@@ -53,13 +53,24 @@ def test_with_every_image_a_landmark_it_is_the_exact_kernel_machine():
 
 
 def test_the_nystrom_features_reproduce_the_kernel_on_the_landmarks():
-  """φ(x)·φ(z) = k(x, Z) K_ZZ⁻¹ k(Z, z): on the landmarks themselves, k."""
+  """φ(x)·φ(z) = k(x, Z) (K_ZZ + δI)⁻¹ k(Z, z): on the landmarks themselves, k."""
   rng = np.random.default_rng(1)
   Z = rng.normal(size=(30, 4)).astype(np.float32)
-  K = np.asarray(kernel._rbf(jnp.asarray(Z), jnp.asarray(Z), 0.3))
+  K = kernel._rbf(jnp.asarray(Z), jnp.asarray(Z), 0.3)
   np.testing.assert_allclose(K, _rbf(Z, Z, 0.3), rtol=1e-5, atol=1e-6)
-  phi = K @ np.asarray(kernel._whitening(jnp.asarray(K)))
+  phi = np.asarray(kernel._whitened(K, kernel.cholesky_factor(K)))
   np.testing.assert_allclose(phi @ phi.T, K, atol=1e-3)
+
+
+def test_a_factor_float32_cannot_take_is_taken_in_float64():
+  """K of 100 identical images is all ones: with δ 1e-10 the float32 sum
+  K + δI rounds back to K, whose factor has NaN pivots; the float64 one is
+  finite and reproduces K + δI."""
+  K = jnp.ones((100, 100), jnp.float32)
+  assert not np.all(np.isfinite(np.asarray(kernel._cholesky(K, jnp.float32(1e-10)))))
+  L = np.asarray(kernel.cholesky_factor(K, jitter=1e-12), np.float64)
+  assert np.all(np.isfinite(L)) and np.allclose(np.tril(L), L)
+  np.testing.assert_allclose(L @ L.T, np.ones((100, 100)), atol=1e-6)
 
 
 def test_a_label_no_hyperplane_draws():
