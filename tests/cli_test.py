@@ -58,8 +58,8 @@ def _wrong_place(script: str, a_file: pathlib.Path) -> list[str]:
 
 
 def test_every_launch_script_answers_bad_input_in_one_line(tmp_path):
-  """Was: absl's two-line flag error, 19–70-line tracebacks for a missing file
-  or a workdir that is a file, an AttributeError from make_shards. A wrong
+  """Not absl's two-line flag error, nor a 19–70-line traceback for a missing
+  file or a workdir that is a file, nor an AttributeError from make_shards. A wrong
   workdir is each script's own check; flags are parsed by cli.main, which
   every script runs (test_every_launch_script_runs_through_cli_main), so a
   bad flag and a missing flag file are tried on two."""
@@ -101,10 +101,10 @@ def test_every_launch_script_runs_through_cli_main():
     ('raise ValueError("boom")\n', '', 'boom'),
 ])
 def test_config_files_that_fail_to_load_are_one_line(tmp_path, body, arg, says):
-  """Was: a DataError raised while the config loaded printed "FATAL Flags
-  parsing error: … DataError.__init__() missing 2 required positional
-  arguments" (the README's own command form, no overrides); a syntax error,
-  no get_config or a raising config file, 20–57-line tracebacks."""
+  """A DataError raised while the config loads (the README's own command
+  form, no overrides) is its own line, not "FATAL Flags parsing error: …
+  DataError.__init__() missing 2 required positional arguments"; a syntax
+  error, no get_config or a raising config file, not a 20–57-line traceback."""
   path = 'configs/wsabie_mulan.py'
   if body is not None:
     path = tmp_path / 'my_config.py'
@@ -145,8 +145,8 @@ def _train_args(workdir):
 
 
 def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
-  """Was: a 50-line KeyboardInterrupt and up to a checkpoint interval of work
-  lost. SIGINT once the first validation is logged: exit 130 with one line
+  """Not a 50-line KeyboardInterrupt with up to a checkpoint interval of work
+  lost: SIGINT once the first validation is logged: exit 130 with one line
   naming the step it saved; the same command again ends where a run never
   interrupted ends (the same test metrics)."""
   whole = _cli(*_train_args(tmp_path / 'whole'), timeout=300, optimized=True)
@@ -176,8 +176,8 @@ def test_ctrl_c_saves_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
 
 
 def test_sighup_saves_as_sigterm_does(tmp_path):
-  """Was: SIGHUP (a closed terminal, a scheduler's hang-up) killed the run
-  without the save SIGTERM gets."""
+  """SIGHUP (a closed terminal, a scheduler's hang-up) gets the save SIGTERM
+  gets, not a kill."""
   proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'run')], cwd=ROOT,
                           env=_env(optimized=True), stderr=subprocess.PIPE, text=True)
   deadline = time.monotonic() + 240
@@ -196,8 +196,8 @@ def test_sighup_saves_as_sigterm_does(tmp_path):
 @pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize('after', [0.3, 1.5])
 def test_a_signal_while_starting_is_one_line(tmp_path, signum, after):
-  """Was: SIGINT 0.3–2.6 s after the start printed a 6–37-line traceback from
-  inside an import, and once it was swallowed and the run trained to the end."""
+  """SIGINT 0.3–2.6 s after the start: one line, not a 6–37-line traceback from
+  inside an import, and never swallowed (a run trained to the end)."""
   proc = subprocess.Popen([sys.executable, *_train_args(tmp_path / 'run')], cwd=ROOT, env=_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   time.sleep(after)
@@ -216,8 +216,8 @@ def test_a_signal_while_starting_is_one_line(tmp_path, signum, after):
 
 
 def test_a_signal_swallowed_in_a_callback_prints_nothing_there(monkeypatch):
-  """Was: a signal that landed in JAX's gc callback printed 'Exception ignored
-  in: <function _xla_gc_callback>' and a 6-line traceback (it is noted, and
+  """A signal that lands in JAX's gc callback prints no 'Exception ignored
+  in: <function _xla_gc_callback>' with a 6-line traceback (it is noted, and
   the run still stops: interrupts.caught). Other unraisable errors, and a
   KeyboardInterrupt no signal explains, reach the hook that was there."""
   shown = []
@@ -234,8 +234,8 @@ def test_a_signal_swallowed_in_a_callback_prints_nothing_there(monkeypatch):
 
 
 def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
-  """Was: a workdir it could not write computed the metrics, then crashed
-  writing eval_test.json without printing them. And a reader that has gone
+  """A workdir it cannot write still gets the metrics printed, before
+  eval_test.json fails to be written. And a reader that has gone
   ends it quietly."""
   workdir = tmp_path / 'run'
   out = _cli('launch/train.py', '--config=configs/wsabie_synthetic.py:small',
@@ -264,7 +264,7 @@ def test_evaluate_prints_its_metrics_before_it_writes_them(tmp_path):
 
 
 def test_make_shards_of_a_config_without_shards_is_one_line():
-  """Was an AttributeError traceback."""
+  """Not an AttributeError traceback."""
   out = _cli('launch/make_shards.py', '--config=configs/wsabie_synthetic.py:small')
   assert out.returncode == 1 and out.stderr.strip().splitlines() == [
       "error: config.data.kind='synthetic': make_shards writes the shards of a config with "

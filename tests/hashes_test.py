@@ -33,9 +33,8 @@ def _old(path):
 
 @pytest.mark.parametrize('where', ['head', 'middle', 'tail'])
 def test_a_same_size_edit_anywhere_in_a_large_file_is_seen(tmp_path, where):
-  """Was: files over 64 MiB were hashed at their first and last MiB only, and
-  a 70 MB train.txt relabelled in its middle third resumed with exit 0. The
-  digest is SHA-256 of every byte (hashlib over the whole file, read here
+  """A 70 MB train.txt relabelled in its middle third is not resumed on (a
+  hash of the first and last MiB alone would pass it). The digest is SHA-256 of every byte (hashlib over the whole file, read here
   independently), and a one-byte edit, times put back, changes it."""
   path = tmp_path / 'train.txt'
   path.write_bytes(np.random.default_rng(0).bytes(3 << 20))  # over 2 × the old ends
@@ -52,8 +51,8 @@ def test_a_same_size_edit_anywhere_in_a_large_file_is_seen(tmp_path, where):
 
 @pytest.mark.parametrize('where', ['top_tail', 'nested_head', 'nested_middle'])
 def test_an_edit_in_any_file_of_a_folder_is_seen(tmp_path, where):
-  """Was: each file of a folder (a shard folder) was hashed at its first
-  64 KiB: an edit past that, or in a subfolder's file, passed resume."""
+  """Each file of a folder (a shard folder) is hashed whole: an edit past its
+  first 64 KiB, or in a subfolder's file, does not pass resume."""
   folder = tmp_path / 'shards'
   (folder / 'sub').mkdir(parents=True)
   rng = np.random.default_rng(1)

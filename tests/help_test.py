@@ -30,7 +30,7 @@ def test_every_launch_script_goes_through_cli_main():
 
 
 def test_a_cluster_of_no_process_is_a_usage_error():
-  """Was: --num_processes=0 exited 0 having run nothing."""
+  """--num_processes=0 is refused, not exit 0 having run nothing."""
   out = subprocess.run([sys.executable, 'launch/local_cluster.py', '--num_processes=0', '--',
                         '--config=configs/wsabie_synthetic.py:small'], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)

@@ -219,9 +219,9 @@ def test_a_streamed_batchs_rows_are_its_slice(tmp_path):
 # --- launch/local_cluster.py's supervisor ----------------------------------------
 
 def test_the_local_cluster_prefixes_output_and_returns_the_first_failure(capsys):
-  """Was: each process started with a preexec_fn, Python run in the forked
-  child of this multithreaded process (JAX's threads): JAX warned of a
-  possible deadlock at every start. Started through a shim instead, none."""
+  """Each process starts through a shim, not a preexec_fn (Python run in the
+  forked child of this multithreaded process, JAX's threads: JAX warns of a
+  possible deadlock at every start): no warning."""
   import warnings
   import jax
   from wsabie_jax.api import local_cluster
@@ -283,8 +283,8 @@ sys.exit(local_cluster.run_cluster([cmd, cmd], {}, 30.0))
 
 @pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_the_local_cluster_passes_a_signal_once_to_every_process(signum):
-  """Was: Ctrl-C to local_cluster.py's process group SIGKILLed the trainings
-  mid-save, and SIGTERM to it alone orphaned them. Ctrl-C at a terminal
+  """Ctrl-C to local_cluster.py's process group does not SIGKILL the trainings
+  mid-save, nor SIGTERM to it alone orphan them. Ctrl-C at a terminal
   signals the whole group: the processes run in sessions of their own, so
   each gets the signal once, from the supervisor, and is waited for."""
   sup = subprocess.Popen([sys.executable, '-c', _SUPERVISOR, _CHILD], cwd=ROOT, text=True,
@@ -364,8 +364,8 @@ def test_processes_with_the_same_run_agree():
 
 @pytest.mark.parametrize('me', [0, 1])
 def test_a_different_setting_on_one_process_stops_every_process_naming_it(me):
-  """Was: a different model.dim on each process aborted one in gloo and the
-  other blamed a dead peer; a different --workdir hung both after saving."""
+  """A different model.dim on each process neither aborts one in gloo while
+  the other blames a dead peer, nor a different --workdir hangs both after saving."""
   runs = {0: {'workdir': '/w', 'model.dim': 64, 'train.seed': 0},
           1: {'workdir': '/v', 'model.dim': 32, 'train.seed': 0}}
   with pytest.raises(hosts.Disagree, match=r"different runs: model.dim \(64 on process 0, 32 on "

@@ -57,8 +57,8 @@ def _same(a, b) -> bool:
 
 @pytest.mark.filterwarnings('ignore::pytest.PytestUnraisableExceptionWarning')  # Orbax's abandoned reads
 def test_a_flipped_byte_anywhere_in_the_arrays_is_never_used(tmp_path):
-  """Was: 4–64 overwritten bytes in an array file restored as a different,
-  finite model (MAP 0.2445 → 0.2438, exit 0). Every data file of the newest
+  """4–64 overwritten bytes in an array file must not restore as a different,
+  finite model (one read MAP 0.2438 for 0.2445, exit 0). Every data file of the newest
   checkpoint gets a byte flipped at 8 places in turn: each restore either
   falls back to step 0 or returns step 1's exact values."""
   saved, like = _two_checkpoints(tmp_path / 'clean')
@@ -112,7 +112,7 @@ def test_an_edited_record_falls_back(tmp_path):
 
 
 def test_a_full_disk_while_saving_is_one_line(tmp_path, monkeypatch):
-  """Was 630 lines of Orbax tracebacks."""
+  """Not 630 lines of Orbax tracebacks."""
   state, _ = _two_checkpoints(tmp_path)
   ckpts = checkpoints.Checkpoints(tmp_path)
 
@@ -139,8 +139,8 @@ def _orbax_error(message: str) -> logging.LogRecord:
 
 
 def test_orbax_errors_are_held_and_logged_without_their_tracebacks():
-  """Was: a save on a full disk logged 330–741 lines of Orbax's threads'
-  tracebacks before our one line. Its error records keep their first line and
+  """A save on a full disk logs our one line, not 330–741 lines of Orbax's
+  threads' tracebacks before it. Its error records keep their first line and
   wait for the save to end; ours pass at once, traceback and all."""
   held = checkpoints._OrbaxErrorsHeld()
   record = _orbax_error('RESOURCE_EXHAUSTED: Error writing "params"\nmore')
@@ -212,12 +212,12 @@ def test_orbax_errors_a_save_explains_are_dropped_others_are_logged(saving, monk
 
 
 def test_a_damaged_checkpoints_abandoned_reads_are_one_line_and_no_warning(saving):
-  """Was: after `restore` fell back from a damaged checkpoint in one line,
-  asyncio's 'Future exception was never retrieved' printed the read's
-  DATA_LOSS and its 3 kB TensorStore spec with a traceback, and Python warned
+  """After `restore` falls back from a damaged checkpoint in one line,
+  asyncio's 'Future exception was never retrieved' (the read's DATA_LOSS and
+  its 3 kB TensorStore spec, with a traceback) and Python's warning
   "coroutine 'Store._get_array_metadatas' was never awaited" (Orbax's reads
-  left unstarted). The first is held and cut to its first line; the second
-  is not shown; other RuntimeWarnings are."""
+  left unstarted) do not follow it: the first is held and cut to its first
+  line; the second is not shown; other RuntimeWarnings are."""
   seen, _, _ = saving
   future = logging.LogRecord(
       'asyncio', logging.ERROR, '/asyncio/base_events.py', 1771,
@@ -235,8 +235,8 @@ def test_a_damaged_checkpoints_abandoned_reads_are_one_line_and_no_warning(savin
 
 
 def test_a_save_cut_short_by_a_second_ctrl_c_is_not_reported_by_orbax(saving, monkeypatch):
-  """Was: two Ctrl-C, the second during a save, printed Orbax's 'Save Finalize
-  thread (save_finalize) failed' before 'error: interrupted (SIGINT)'."""
+  """Two Ctrl-C, the second during a save, print 'error: interrupted (SIGINT)'
+  without Orbax's 'Save Finalize thread (save_finalize) failed' before it."""
   seen, ckpts, state = saving
   monkeypatch.setattr(ckpts.latest, 'save', _save_logging(
       'Save Finalize thread (save_finalize) failed.', KeyboardInterrupt()))
@@ -247,9 +247,9 @@ def test_a_save_cut_short_by_a_second_ctrl_c_is_not_reported_by_orbax(saving, mo
 
 
 def test_event_loop_closed_after_a_failed_save_is_silenced():
-  """Was: after a save failed on a full disk, TensorStore's callbacks woke the
-  event loop Orbax had closed: 0–6 'Event loop is closed' tracebacks of 6
-  lines each, through sys.unraisablehook with no object. Those are told
+  """After a save fails on a full disk, TensorStore's callbacks wake the event
+  loop Orbax has closed: 0–6 'Event loop is closed' tracebacks of 6 lines
+  each, through sys.unraisablehook with no object. Those are told
   apart (and silenced); the same words raised elsewhere are not."""
   loop = asyncio.new_event_loop()
   loop.close()
@@ -266,8 +266,8 @@ def test_event_loop_closed_after_a_failed_save_is_silenced():
 
 
 def test_a_full_disk_at_the_start_is_one_line_naming_the_file(tmp_path, monkeypatch):
-  """Was: 'No space left on device' with no path, an empty config.json left,
-  and the same command then refused the folder as not a run."""
+  """Not 'No space left on device' with no path, an empty config.json left
+  and the same command then refusing the folder as not a run."""
   from wsabie_jax.api import cli
   real_open = open
 
@@ -342,8 +342,8 @@ def _copy_run(libsvm_run, tmp_path) -> tuple[pathlib.Path, pathlib.Path]:
 
 
 def test_relative_data_paths_are_kept_absolute(libsvm_run, tmp_path, monkeypatch):
-  """Was: config.json kept 'data/test.txt', and evaluate.py run from another
-  directory scored that directory's data/test.txt (MAP 0.266, not 0.303)."""
+  """config.json keeps no 'data/test.txt', which evaluate.py run from another
+  directory would read as that directory's data/test.txt (MAP 0.266, not 0.303)."""
   base, result = libsvm_run
   config = json.loads((base / 'run/config.json').read_text())
   assert config['data']['test_path'] == str(base / 'data/test.txt')
@@ -366,9 +366,9 @@ def test_evaluate_refuses_changed_data_unless_allowed(libsvm_run, tmp_path):
 
 
 def test_resume_refuses_changed_data_before_writing(libsvm_run, tmp_path):
-  """Was: resume after a feature was added to train.txt died in Orbax with
-  'Requested shape (47,128) … stored (41,128)' and 3 asyncio tracebacks; a
-  changed line of the same size trained on silently."""
+  """Resume after a feature is added to train.txt is refused in a line, not in
+  Orbax with 'Requested shape (47,128) … stored (41,128)' and 3 asyncio
+  tracebacks; a changed line of the same size is refused too, not trained on."""
   workdir, data = _copy_run(libsvm_run, tmp_path)
   text = (data / 'train.txt').read_text()
   (data / 'train.txt').write_text(text.replace('0.', '1.', 1))  # same size, other contents
@@ -412,8 +412,8 @@ def test_a_moved_data_set_with_the_same_contents_resumes(libsvm_run, tmp_path):
 
 
 def test_a_deleted_config_json_still_guards_the_run(libsvm_run, tmp_path):
-  """Was: with config.json deleted, a changed learning rate resumed the run
-  silently and config.json was rewritten to say it."""
+  """With config.json deleted, a changed learning rate does not resume the run
+  silently with config.json rewritten to say it."""
   workdir, data = _copy_run(libsvm_run, tmp_path)
   (workdir / 'config.json').unlink()
   config = _libsvm_config(str(data))
@@ -424,11 +424,11 @@ def test_a_deleted_config_json_still_guards_the_run(libsvm_run, tmp_path):
 
 
 def test_workdirs_that_are_not_runs_are_refused(tmp_path):
-  """Was: a folder holding the user's own config.json was written over;
-  --workdir= trained into the current directory; '~/run' made a folder '~';
+  """Not written over: a folder holding the user's own config.json; nor
+  --workdir= (the current directory); nor '~/run' made a folder '~'; nor
   another tool's run folder (config.json with train/model/data and
   checkpoints/ckpt-1000.pt; or tensorboard/, history.jsonl and notes.txt)
-  counted as ours and had its config.json or history.jsonl replaced."""
+  counted as ours, its config.json or history.jsonl replaced."""
   folders = {
       'mine': {'config.json': '{"mine": 1}'},
       'notes': {'todo.txt': 'x'},
@@ -471,8 +471,8 @@ def test_a_run_is_marked_and_a_marked_or_older_run_is_ours(libsvm_run, tmp_path)
 
 
 def test_a_label_renamed_in_vocabulary_json_is_refused(libsvm_run, tmp_path):
-  """Was: "tag1" → "tag3" in vocabulary.json (valid JSON): annotate.py
-  printed label 1 as tag3, two labels sharing a name, with exit 0."""
+  """"tag1" → "tag3" in vocabulary.json (valid JSON) is refused: annotate.py
+  does not print label 1 as tag3, two labels sharing a name, with exit 0."""
   workdir, _ = _copy_run(libsvm_run, tmp_path)
   vocab = json.loads((workdir / 'vocabulary.json').read_text())
   names = workdir_lib.load_vocabulary(workdir)['label_names']
@@ -487,7 +487,7 @@ def test_a_label_renamed_in_vocabulary_json_is_refused(libsvm_run, tmp_path):
 
 
 def test_force_new_on_a_symlink_moves_its_target(tmp_path):
-  """Was: the link itself was renamed, and the new run landed beside it."""
+  """Not the link itself renamed, the new run beside it."""
   target = tmp_path / 'disk/run'
   target.mkdir(parents=True)
   (target / 'metrics.json').write_text('{}')
@@ -500,7 +500,7 @@ def test_force_new_on_a_symlink_moves_its_target(tmp_path):
 
 
 def test_a_failed_start_leaves_no_workdir(tmp_path):
-  """Was: a DataError or a size error raised after config.json was written."""
+  """A DataError or a size error is raised before config.json is written."""
   (tmp_path / 'data').mkdir()
   _libsvm_set(tmp_path / 'data')
   config = _libsvm_config(str(tmp_path / 'data'))
@@ -513,7 +513,7 @@ def test_a_failed_start_leaves_no_workdir(tmp_path):
 # --- sizes checked before anything is written --------------------------------
 
 def test_a_stray_huge_id_is_named_with_its_line(tmp_path):
-  """Was: label id 2,000,000,000 → MemoryError or a 3M-label model; feature
+  """Not label id 2,000,000,000 → MemoryError or a 3M-label model, nor feature
   id 900,000,000 → 'Out of memory allocating 460800001024 bytes'."""
   path = tmp_path / 'train.txt'
   path.write_text('0,1 0:1 3:1\n2 1:1\n2000000000 2:1\n')
@@ -540,8 +540,8 @@ def test_a_model_larger_than_the_device_is_refused(monkeypatch):
 
 
 def test_an_empty_validation_split_is_refused(tmp_path):
-  """Was: a 1-line training file gave 0 validation examples and
-  valid_map -Infinity in metrics.json; evaluate --split=valid printed zeros."""
+  """Not 0 validation examples from a 1-line training file, valid_map
+  -Infinity in metrics.json and zeros from evaluate --split=valid."""
   (tmp_path / 'data').mkdir()
   _libsvm_set(tmp_path / 'data', n_train=300)
   (tmp_path / 'data/train.txt').write_text('0,11 0:1 39:1\n')
@@ -561,8 +561,8 @@ def test_a_negative_seed_is_a_config_error(tmp_path):
 # --- input hygiene -----------------------------------------------------------
 
 def test_label_names_bom_blank_and_duplicates(tmp_path):
-  """Was: a BOM named the first label '\\ufefftag0'; a trailing blank line
-  added a label ''; duplicates were accepted."""
+  """A BOM does not name the first label '\\ufefftag0', a trailing blank line
+  adds no label '', duplicates are refused."""
   path = tmp_path / 'labels.txt'
   path.write_bytes('\ufefftag0\ntag1\r\n\n\n'.encode('utf-8'))
   assert dataset.read_label_names(path) == ['tag0', 'tag1']
@@ -575,7 +575,7 @@ def test_label_names_bom_blank_and_duplicates(tmp_path):
 
 
 def test_bom_in_data_files_is_accepted(tmp_path):
-  """Was: rejected as a bad token."""
+  """Not rejected as a bad token."""
   path = tmp_path / 'train.txt'
   path.write_bytes('\ufeff0,1 0:1 2:0.5\n1 1:1\n'.encode('utf-8'))
   assert libsvm.read_libsvm(path).num_images == 2
@@ -590,7 +590,7 @@ def test_bom_in_data_files_is_accepted(tmp_path):
 
 @pytest.mark.parametrize('line', ['0 ²:1', '²,1 0:1', '0 -١:1'])
 def test_non_ascii_digits_are_named_with_file_and_line(tmp_path, line):
-  """Was: "invalid literal for int()" with no file or line."""
+  """Not "invalid literal for int()" with no file or line."""
   path = tmp_path / 'train.txt'
   path.write_text(f'0 1:1\n{line}\n', encoding='utf-8')
   with pytest.raises(DataError, match=r'train.txt, line 2: '):
@@ -598,7 +598,7 @@ def test_non_ascii_digits_are_named_with_file_and_line(tmp_path, line):
 
 
 def test_16_bit_and_float_images_are_scaled_not_clipped(tmp_path):
-  """Was: Pillow's 8-bit conversion clipped a 16-bit PNG to nearly white and a
+  """Pillow's 8-bit conversion would clip a 16-bit PNG to nearly white and a
   float TIFF in [0, 1] to black."""
   from PIL import Image
   from wsabie_jax.features import visual_terms
@@ -618,7 +618,7 @@ def _save(image, path):
 
 
 def test_a_truncated_image_is_dropped_not_fatal(tmp_path):
-  """Was: a truncated JPEG passed the header check and aborted featurising."""
+  """A truncated JPEG passes the header check; it must not abort featurising."""
   from PIL import Image
   from wsabie_jax.features import image_folder
   rng = np.random.default_rng(0)
@@ -639,8 +639,8 @@ def _run_config(kind: str):
 
 
 def test_annotate_refuses_another_format_or_set(tmp_path):
-  """Was: a libsvm file against a Corel5k run printed confident predictions
-  with its true labels mapped to the wrong names (exit 0)."""
+  """A libsvm file against a Corel5k run is refused, not given confident
+  predictions with its true labels mapped to the wrong names (exit 0)."""
   text = tmp_path / 'x.txt'
   text.write_text('0,1 0:1 2:0.5\n')
   vocab = {'num_features': 3, 'label_names': ['a', 'b']}
@@ -665,15 +665,15 @@ def _touch(path):
 
 
 def test_data_error_survives_a_copy():
-  """Was: 'DataError.__init__() missing 2 required positional arguments' in
-  place of the file, line and reason (absl copies errors raised in parsing)."""
+  """The file, line and reason, not 'DataError.__init__() missing 2 required
+  positional arguments' (absl copies errors raised in parsing)."""
   error = DataError('train.txt', 3, 'NaN')
   again = pickle.loads(pickle.dumps(error))
   assert str(again) == 'train.txt, line 3: NaN' and again.line == 3
 
 
 def test_a_training_file_is_parsed_once(tmp_path, monkeypatch, capsys):
-  """Was: a 200 MB train.txt parsed three times (config, flags, run: 106 s
+  """Not a 200 MB train.txt parsed three times (config, flags, run: 106 s
   each) with no output for over 6 minutes."""
   from wsabie_jax import data as data_lib
   _libsvm_set(tmp_path)
@@ -689,7 +689,7 @@ def test_a_training_file_is_parsed_once(tmp_path, monkeypatch, capsys):
 
 
 def test_evaluate_on_what_is_not_a_finished_run_is_one_line(libsvm_run, tmp_path):
-  """Was ~19-line tracebacks: no checkpoint, no vocabulary.json, no folder."""
+  """No checkpoint, no vocabulary.json, no folder: not a ~19-line traceback."""
   workdir, _ = _copy_run(libsvm_run, tmp_path)
   shutil.rmtree(workdir / 'best')
   shutil.rmtree(workdir / 'checkpoints')
@@ -703,7 +703,7 @@ def test_evaluate_on_what_is_not_a_finished_run_is_one_line(libsvm_run, tmp_path
 
 
 def test_a_truncated_or_missing_shard_is_named(tmp_path):
-  """Was 60–70 lines of numpy/zipfile traceback, the shard unnamed."""
+  """Not 60–70 lines of numpy/zipfile traceback, the shard unnamed."""
   from wsabie_jax.data import shards, synthetic
   spec = synthetic.SyntheticSpec(num_labels=20, num_features=50, nnz=5)
   meta = shards.write_synthetic(spec, tmp_path, 40, 20, 'train', workers=1)
@@ -727,7 +727,7 @@ def test_a_truncated_or_missing_shard_is_named(tmp_path):
     (KeyError('x'), None),
 ])
 def test_file_system_errors_are_one_line(error, line):
-  """Was: OSError tracebacks for a read-only workdir or a full disk."""
+  """A read-only workdir or a full disk: a line, not an OSError traceback."""
   from wsabie_jax.api import cli
   assert cli.error_line(error) == line
 

@@ -204,8 +204,8 @@ def test_the_coordinators_death_stops_the_others_with_one_line(tmp_path):
   """Process 0 (and the coordination service with it) killed: JAX's runtime
   aborts process 1 at once (its error callback is not ours to replace), and
   its report is replaced by one line naming the cause, the step and the last
-  checkpoint (last_word.py); the report itself is kept in the file it names.
-  Was: a 50-line native stack and faulthandler dump."""
+  checkpoint (last_word.py); the report itself is kept in the file it names,
+  not printed as a 50-line native stack and faulthandler dump."""
   rc, err, _ = _kill_mid_run(tmp_path, victim=0, heartbeat=20)
   assert rc != 0
   last = err.strip().splitlines()[-1]
@@ -304,9 +304,9 @@ def test_evaluate_and_annotate_read_a_two_process_workdir(two_processes, tmp_pat
 
 
 def test_processes_started_with_different_settings_each_stop_with_one_line(tmp_path):
-  """Was: a different model.dim on each process aborted one in gloo while the
-  other blamed 'process 1 stopped answering'; a different --workdir on each
-  hung both after saving. Every process now stops before reading data, with
+  """A different model.dim on each process must not abort one in gloo while
+  the other blames 'process 1 stopped answering', nor a different --workdir
+  on each hang both after saving. Every process stops before reading data, with
   one line naming the fields."""
   cmds = cluster.commands('launch/train.py', [*SMALL, f'--workdir={tmp_path / "a"}',
                                               '--initialization_timeout=120'],
@@ -341,7 +341,7 @@ def _one_of_two(tmp_path, process_id: int, port: int, timeout: int = 6):
 
 @pytest.mark.parametrize('process_id', [0, 1])
 def test_a_peer_that_never_joins_is_one_line_within_the_timeout(tmp_path, process_id):
-  """Was: a C++ abort (a 30-line stack dump, status 134) at the runtime's
+  """Not a C++ abort (a 30-line stack dump, status 134) at the runtime's
   initialization timeout."""
   out, took = _one_of_two(tmp_path, process_id, cluster.free_port())
   last = out.stderr.strip().splitlines()[-1]
@@ -354,7 +354,7 @@ def test_a_peer_that_never_joins_is_one_line_within_the_timeout(tmp_path, proces
 
 
 def test_the_coordinators_port_in_use_is_one_line(tmp_path):
-  """Was: a 26-line traceback on process 0 (and the peer aborted in C++)."""
+  """Not a 26-line traceback on process 0 with the peer aborted in C++."""
   import socket
   with socket.socket() as busy:
     busy.bind(('127.0.0.1', 0))

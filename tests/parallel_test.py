@@ -54,7 +54,7 @@ def _four_devices_match_one(loss, optimizer, sampler, tables, cpus):
 
 
 def test_more_devices_than_there_are_is_one_line_naming_the_field():
-  """Was a 25-line ValueError traceback (num_devices=8 on one device, or a
+  """Not a 25-line ValueError traceback (num_devices=8 on one device, or a
   4-device run resumed on one)."""
   from wsabie_jax.config.schema import ConfigError
   with pytest.raises(ConfigError, match=r'config.train.num_devices=8: only 4 devices here '

@@ -69,7 +69,7 @@ def _cli(*args, timeout=300):
 
 
 def test_unknown_override_key_is_one_line_listing_the_valid_ones(tmp_path):
-  """Was a 53-line ml_collections traceback."""
+  """Not a 53-line ml_collections traceback."""
   out = _cli('launch/train.py', '--config=configs/wsabie_synthetic.py:small',
              f'--workdir={tmp_path / "run"}', '--config.train.bogus=1')
   assert out.returncode == 1

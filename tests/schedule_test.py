@@ -68,7 +68,7 @@ def test_the_schedule_follows_the_scripted_validations(tmp_path):
 
 
 def test_a_non_finite_step_stops_the_run_naming_the_calls_first(tmp_path):
-  """Was: a NaN model trained on, logged loss 0.0 and reported p@1 3.526
+  """A NaN model must not train on, log loss 0.0 and report p@1 3.526
   (exit 0). W turns NaN from the 10th step on: the call of steps 9–12 (4 a
   call) names step 11 (the first to read W after it turned), not 12; the
   last good checkpoint (step 8) is kept, nothing NaN is saved, no

@@ -1,8 +1,8 @@
 """What every launch script shares: `cli.main(main)` in place of absl's
 app.run, which answers a user's error in one line, and the config flag.
 
-A misspelt `--config.train.bogus=1` used to end in a 53-line ml_collections
-traceback; a data error met while a config file loaded, in absl's
+Left to absl and ml_collections, a misspelt `--config.train.bogus=1` ends in
+a 53-line traceback; a data error met while a config file loads, in absl's
 "Flags parsing error" without its file or line; a bad value, a busy workdir,
 a missing file or a full disk in others. Here each is one line,
 `error: WHAT: WHY; what to do`, and exit status 1 (130 for Ctrl-C); a bug

@@ -2,7 +2,7 @@
 scripts, and by nothing in the library (its import installs handlers).
 
 Importing jax and TensorFlow takes seconds; a Ctrl-C, SIGTERM or SIGHUP then
-used to print a traceback from inside an import (6–37 lines). Until
+would print a traceback from inside an import (6–37 lines). Until
 `cli.main` takes over (core/signal_notes.py), such a signal ends the command
 at once with one line: nothing has been read or written yet.
 """
