@@ -151,6 +151,29 @@ def test_an_idf_member_ranks_as_the_member_trained_on_tf_idf_rows(kind):
   assert np.abs(z(plain, x) - z(direct, x_tfidf)).max() > 0.05
 
 
+@pytest.mark.parametrize('idf', [False, True])
+@pytest.mark.parametrize('kind', linear_member.LBFGS_MEMBERS)
+def test_an_lbfgs_member_started_from_the_splits_ends_where_a_fresh_one_does(kind, idf, caplog):
+  """The refit's member on the whole training file starts from the split's
+  (`start`; an idf member's diag(idf)·U divided back by the split's idf) and
+  scores every test row, standardised over the labels, as a fresh search on
+  the whole file does, in fewer L-BFGS iterations."""
+  rng = np.random.default_rng(3)
+  whole, test = _counts(rng, 400, 40, 5), _counts(rng, 50, 40, 5)
+  model = _tiny_config().model.copy_and_resolve_references()
+  model.ensemble_idf = kind if idf else 'none'
+  split = linear_member.train(kind, whole.subset(np.arange(360)), model, seed=0)
+  with caplog.at_level(logging.INFO, 'wsabie_jax'):
+    fresh = linear_member.train(kind, whole, model, seed=0)
+    warm = linear_member.train(kind, whole, model, seed=0, start=split)
+  taken = [int(line.split(' took ')[1].split()[0]) for line in caplog.messages if ' took ' in line]
+  assert 'from the split\'s solution' in caplog.messages[-1] and taken[1] < taken[0], taken
+  x = batching.pad_images(test)
+  z = lambda U: np.asarray(ensemble.standardised(linear.linear_scores(U)(
+      jnp.asarray(x.feat_idx_nxF), jnp.asarray(x.feat_val_nxF))))
+  np.testing.assert_allclose(z(warm), z(fresh), atol=0.05)  # (the split's own: 0.96–1.46 off)
+
+
 def test_idf_is_the_smooth_inverse_document_frequency_and_rows_end_unit_length():
   """idf = log((1 + n) / (1 + df)) + 1 by hand on 3 rows; a feature in every
   row weighs 1, one past the training split's features 0."""
@@ -244,16 +267,20 @@ def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path
   member saved beside it is trained on them too, at the weight chosen with the
   best state (here forced to 1) on the 60 held out, as the refit's own work
   (before its checkpoint is saved: its seconds are the refit's, in the budget).
-  The choice is made once, before the refit is decided on, and the test reads it."""
-  chose = []
+  The choice is made once, before the refit is decided on, and the test reads
+  it. The member on the whole file is offered the split's as its start."""
+  chose, starts, train_member = [], [], linear_member.train
   monkeypatch.setattr(linear_member, 'choose',
                       lambda *a, **k: chose.append(1) or ('one_vs_rest', 1.0, {}))
+  monkeypatch.setattr(linear_member, 'train', lambda *a, start=None: starts.append(
+      (start, train_member(*a))) or starts[-1][1])
   config = _tiny_config(num_epochs=50, eval_every_steps=5, patience=2, refit=True)
   config.optim.kind, config.optim.learning_rate = 'sgd', 30.0  # (wrecked after a few validations)
   config.model.ensemble = 'one_vs_rest'
   with caplog.at_level(logging.INFO, 'wsabie_jax'):
     got = run.train_and_evaluate(config, tmp_path)
   assert got['refit_steps'] > 0 and got['ensemble_weight'] == 1.0 and chose == [1]
+  assert len(starts) == 2 and starts[0][0] is None and starts[1][0] is starts[0][1]
   log = caplog.text
   assert log.count('one_vs_rest trained on 600 images') == 1
   assert log.index('one_vs_rest trained on 600 images') < log.index('saved checkpoint refit/')

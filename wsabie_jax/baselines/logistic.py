@@ -42,7 +42,9 @@ SPARSE_SHARE = 1 / 16
 # The products' threads: the row kernel's (each product has the cores to itself).
 _THREADS = os.cpu_count() or 1
 MAX_ITERATIONS = 100
-TOLERANCE = 1e-3         # stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0‖
+# Stop where ‖∇‖ ≤ TOLERANCE · ‖∇ at W = 0‖: at zero whatever W the search
+# starts from, so a warm start (`start_dxY`) stops where a cold one would.
+TOLERANCE = 1e-3
 LOSSES = ('log', 'squared_hinge')
 
 
@@ -116,11 +118,11 @@ def objective(W_dxY, data: dict, C, loss: str = 'log'):
 
 @functools.partial(jax.jit, static_argnames=('iterations', 'loss'))
 def _minimise(W_dxY, data: dict, C, tolerance, *, iterations: int, loss: str):
-  """(W, iterations taken): L-BFGS from W until ‖∇‖ falls to `tolerance` of its start."""
+  """(W, iterations taken): L-BFGS from W until ‖∇‖ falls to `tolerance` of ‖∇ at 0‖."""
   value = functools.partial(objective, data=data, C=C, loss=loss)
   opt = optax.lbfgs()
   value_and_grad = optax.value_and_grad_from_state(value)
-  start = jnp.linalg.norm(jax.grad(value)(W_dxY))
+  start = jnp.linalg.norm(jax.grad(value)(jnp.zeros_like(W_dxY)))
 
   def step(carry):
     W, state, k = carry
@@ -138,10 +140,13 @@ def _minimise(W_dxY, data: dict, C, tolerance, *, iterations: int, loss: str):
 
 
 def train_logistic(train: SparseDataset, C: float = 1.0, iterations: int = MAX_ITERATIONS,
-                   tolerance: float = TOLERANCE, loss: str = 'log') -> tuple[jax.Array, int]:
+                   tolerance: float = TOLERANCE, loss: str = 'log',
+                   start_dxY: np.ndarray | None = None) -> tuple[jax.Array, int]:
   """(W d×Y, L-BFGS iterations taken) of One-vs-Rest logistic regression on
-  `train` (loss 'squared_hinge': the L2-loss linear SVM)."""
-  return _fit(_data(train), train.num_features, C, iterations, tolerance, loss)
+  `train` (loss 'squared_hinge': the L2-loss linear SVM), from W = `start_dxY`
+  (a solution on part of these images: the refit's member on the whole
+  training file, from the split's) or 0."""
+  return _fit(_data(train), train.num_features, C, iterations, tolerance, loss, start_dxY)
 
 
 def train_dense(X_nxd, T_nxY, C: float = 1.0, iterations: int = MAX_ITERATIONS,
@@ -152,11 +157,14 @@ def train_dense(X_nxd, T_nxY, C: float = 1.0, iterations: int = MAX_ITERATIONS,
 
 
 def _fit(data: dict, num_features: int, C: float, iterations: int, tolerance: float,
-         loss: str) -> tuple[jax.Array, int]:
+         loss: str, start_dxY: np.ndarray | None = None) -> tuple[jax.Array, int]:
   if loss not in LOSSES:
     raise ValueError(f'loss {loss!r} is not one of {LOSSES}')
-  num_labels = data['T_nxY'].shape[1]
-  W, k = _minimise(jnp.zeros((num_features, num_labels), jnp.float32),
+  shape = (num_features, data['T_nxY'].shape[1])
+  if start_dxY is not None and np.shape(start_dxY) != shape:
+    raise ValueError(f'start_dxY of shape {np.shape(start_dxY)} is not the problem\'s {shape}')
+  W, k = _minimise(jnp.zeros(shape, jnp.float32) if start_dxY is None
+                   else jnp.asarray(start_dxY, jnp.float32),
                    jax.tree.map(jnp.asarray, data), jnp.float32(C),
                    jnp.float32(tolerance), iterations=iterations, loss=loss)
   return W, int(k)

@@ -104,10 +104,10 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   train, valid, test = splits
   trained, seconds, refit, chosen = {}, [], {}, {}
 
-  def member(kind, data):
-    start = time.perf_counter()
-    U = linear_member.train(kind, data, cfg.model, config.seed)
-    seconds.append(time.perf_counter() - start)
+  def member(kind, data, start=None):
+    began = time.perf_counter()
+    U = linear_member.train(kind, data, cfg.model, config.seed, start=start)
+    seconds.append(time.perf_counter() - began)
     log.info('model.ensemble: %s trained on %d images in %.1f s', kind, data.num_images,
              seconds[-1])
     return U
@@ -132,11 +132,12 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   def on_whole_file(kind):
     whole = ml_collections.ConfigDict(config.to_dict())
     whole.data.validation_fraction = 0.0
-    return member(kind, common.load_splits(whole)[0])
+    return member(kind, common.load_splits(whole)[0], start=trained.get(kind))
 
   def refit_seconds() -> float:
     # The costliest member's training on the split, in proportion to the whole
-    # file's images (the one chosen is trained again after the refit's steps).
+    # file's images (the one chosen is trained again after the refit's steps;
+    # an L-BFGS member, started from the split's, takes less: a bound).
     return max(seconds[:len(trained)], default=0.0) / max(1 - config.data.validation_fraction,
                                                           1e-9)
 

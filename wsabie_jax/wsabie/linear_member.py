@@ -92,9 +92,13 @@ def auto(num_images: int, num_features: int, num_labels: int, score: str,
                                   and kernel_product <= MAX_KERNEL_PRODUCT))
 
 
-def train(kind: str, train_ds, model_cfg, seed: int):
+def train(kind: str, train_ds, model_cfg, seed: int, start=None):
   """A member on the training split: its weights U (d×Y), or the kernel
-  member's kernel.KernelMember. One-vs-Rest: PA-I's W
+  member's kernel.KernelMember. `start`: the same kind's member on part of
+  these images, where the L-BFGS members (logistic, svm) start their search
+  (the refit's, on the whole training file: Delicious' SVM member reached
+  the cold search's gradient norm in under half its iterations; 'Refit on
+  the whole training file', docs/TUNING.md); the others start afresh. One-vs-Rest: PA-I's W
   averaged over the ends of its second half of epochs (alone on debtags'
   validation split: MAP 0.8451 against the last W's 0.8410). Logistic: the
   l2-regularised optimum at C = model.ensemble_logistic_C. A member of
@@ -104,20 +108,23 @@ def train(kind: str, train_ds, model_cfg, seed: int):
   standardisation over the labels (`_summed`) divides out, so evaluate and
   annotate score it on the features as they are."""
   if kind in members(model_cfg.ensemble_idf):
-    idf_d = dataset.idf(train_ds)
-    U = _trained(kind, dataset.idf_weighted(train_ds, idf_d), model_cfg, seed)
+    idf_d = dataset.idf(train_ds)  # (≥ 1: a start's diag(idf)·U divides back)
+    U = _trained(kind, dataset.idf_weighted(train_ds, idf_d), model_cfg, seed,
+                 None if start is None else start / idf_d[:, None])
     return idf_d[:, None] * U
-  return _trained(kind, train_ds, model_cfg, seed)
+  return _trained(kind, train_ds, model_cfg, seed, start)
 
 
-def _trained(kind: str, train_ds, model_cfg, seed: int):
+def _trained(kind: str, train_ds, model_cfg, seed: int, start=None):
   if kind == 'one_vs_rest':
     U = linear.train_linear(train_ds, 'ovr', C=model_cfg.ensemble_C,
                             epochs=model_cfg.ensemble_epochs, seed=seed, average=True)
   elif kind in LBFGS_MEMBERS:
     loss, C_field = LBFGS_MEMBERS[kind]
-    U, iterations = logistic.train_logistic(train_ds, C=getattr(model_cfg, C_field), loss=loss)
-    log.info('model.ensemble: %s took %d L-BFGS iterations', kind, iterations)
+    U, iterations = logistic.train_logistic(train_ds, C=getattr(model_cfg, C_field), loss=loss,
+                                            start_dxY=start)
+    log.info('model.ensemble: %s took %d L-BFGS iterations%s', kind, iterations,
+             '' if start is None else ', from the split\'s solution')
   elif kind == 'kernel':
     member, iterations = kernel.train_kernel(train_ds, C=model_cfg.ensemble_kernel_C, seed=seed,
                                              max_landmarks=model_cfg.ensemble_kernel_landmarks)
