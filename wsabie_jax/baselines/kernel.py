@@ -22,9 +22,10 @@ no corpus statistic to tune (scikit-learn's gamma='scale' is the same rule
 for standardised features).
 
 δ = JITTER · m (m = tr K_ZZ bounds its largest eigenvalue) keeps L finite in
-float32 where landmarks near-duplicate each other, adding the direction of noise
-they leave no more weight than 1/√δ. The factor and its two triangular
-solves are m³/3 + n·m² + m²·Y flops, a fraction of an eigendecomposition's time.
+float32 where landmarks near-duplicate each other, and weighs a direction of
+noise they leave (an eigenvalue of K_ZZ near 0) by at most 1/√δ, as a floor on
+the eigenvalues at δ would. The factor and its two triangular solves are
+m³/3 + n·m² + m²·Y flops, a fraction of an eigendecomposition's time.
 
 Kept as (Z d×m, ‖z‖² m, V = L⁻ᵀ W m×Y, γ): an image scores k(x, Z)·V.
 """

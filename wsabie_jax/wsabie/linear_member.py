@@ -98,10 +98,11 @@ def train(kind: str, train_ds, model_cfg, seed: int, start=None):
   these images, where the L-BFGS members (logistic, svm) start their search
   (the refit's, on the whole training file: Delicious' SVM member reached
   the cold search's gradient norm in under half its iterations; 'Refit on
-  the whole training file', docs/TUNING.md); the others start afresh. One-vs-Rest: PA-I's W
-  averaged over the ends of its second half of epochs (alone on debtags'
-  validation split: MAP 0.8451 against the last W's 0.8410). Logistic: the
-  l2-regularised optimum at C = model.ensemble_logistic_C. A member of
+  the whole training file', docs/TUNING.md); the others start afresh.
+  One-vs-Rest: PA-I's W averaged over the ends of its second half of epochs
+  (alone on debtags' validation split: MAP 0.8451 against the last W's
+  0.8410). Logistic: the l2-regularised optimum at C =
+  model.ensemble_logistic_C. A member of
   model.ensemble_idf trains on the rows' tf-idf weighting x̃ = x⊙idf / ‖x⊙idf‖
   and is kept as diag(idf)·U: x·(diag(idf)·U) = ‖x⊙idf‖ · x̃·U, the trained
   scores times a positive number an image, which the ensemble's
