@@ -39,7 +39,7 @@ RUN=${SHARDS%/}_run; rm -rf "$RUN"
 timeout "$(left)" $PY launch/train.py $WS --workdir="$RUN" 2>&1 | quiet | tail -20 | tee "$OUT/webscale.log"
 cp "$RUN/metrics.json" "$OUT/webscale_metrics.json" 2>/dev/null
 echo "== the streamed input alone ($(left) s left)"
-timeout "$(left)" $PY launch/benchmark.py --suite=input $([ "${SMALL:-0}" = 1 ] && echo --small) --accelerator_webscale_shards="$SHARDS" --out="$OUT/input.json" 2>&1 | quiet | tail -5
+timeout "$(left)" $PY launch/benchmark.py --suite=input $([ "${SMALL:-0}" = 1 ] && echo --small) --accelerator_webscale_shards="$SHARDS" --out="$OUT/input.json" 2>&1 | quiet | tail -9
 if [ "${SMALL:-0}" != 1 ]; then
   echo "== the panel table on Corel5k, the peers on every thread ($(left) s left)"
   timeout "$(left)" $PY launch/benchmark.py --suite=accelerator --accelerator_tables=panel --panel=corel5k --budget_seconds=30 --out="$OUT/panel.json" 2>&1 | quiet | grep -v '^step ' | tail -20

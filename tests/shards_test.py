@@ -1,11 +1,12 @@
 """Shards on disk: round trip, every pair once per epoch, training from them."""
 import concurrent.futures
+import math
 import threading
 
 import numpy as np
 
 from wsabie_jax.api import configs, run
-from wsabie_jax.data import dataset, shards, synthetic
+from wsabie_jax.data import batching, dataset, shards, synthetic
 import pytest
 
 
@@ -118,6 +119,45 @@ def test_batches_built_on_several_threads_equal_one_threads(tmp_path):
       np.testing.assert_array_equal(a, b)
 
 
+def _rows_match_their_images(batch, ds, num_rows: int) -> None:
+  """Each row of a one-hot shards' batch (its feature names its image) holds
+  that image: value 1, its positives (padded with Y) and their count, a label
+  among them, weight 1."""
+  assert batch.feat_idx_BxF.shape[0] == num_rows
+  for image, value, pos, num_pos, label, weight in zip(
+      batch.feat_idx_BxF[:, 0], batch.feat_val_BxF[:, 0], batch.pos_BxP, batch.num_pos_B,
+      batch.label_BxQ[:, 0], batch.weight_BxQ[:, 0]):
+    labels = ds.label_idx[ds.label_indptr[image]:ds.label_indptr[image + 1]]
+    assert value == 1 and weight == 1 and num_pos == len(labels) and label in labels
+    np.testing.assert_array_equal(pos[:num_pos], labels)
+    assert (pos[num_pos:] == ds.num_labels).all()
+
+
+def test_a_call_is_built_in_place_as_its_batches_one_by_one(tmp_path):
+  """dispatch.streamed_call: each batch gathered straight into its step of the
+  call's stacked arrays (on a pool's threads, across shard and epoch
+  boundaries, a process's rows alone) equals that batch built on its own, and
+  every row holds its image; the steps past n are copies of the first."""
+  from wsabie_jax.training import dispatch
+  ds = _one_hot_images(60, 6, seed=2)
+  stream = shards.ShardedPairStream(_small_shards(tmp_path), batch_size=7, seed=3)
+  per_epoch = stream.num_examples // 7
+  with concurrent.futures.ThreadPoolExecutor(3) as pool:
+    for first, n, rows in ((0, 5, None), (per_epoch - 2, 4, None), (3, 2, (2, 6))):
+      got = dispatch.streamed_call(stream, first, n, 6, rows, pool)
+      want = [stream.batch(step, rows) for step in range(first, first + n)]
+      for step in range(6):
+        _rows_match_their_images(batching.step_view(got, step), ds,
+                                 7 if rows is None else rows[1] - rows[0])
+      for name, stacked in zip(batching.PairBatch._fields, got):
+        alone = [getattr(b, name) for b in want]
+        if stacked is None:
+          assert all(a is None for a in alone), name
+          continue
+        np.testing.assert_array_equal(stacked[:n], np.stack(alone), err_msg=name)
+        np.testing.assert_array_equal(stacked[n:], np.stack([alone[0]] * (6 - n)), err_msg=name)
+
+
 @pytest.mark.slow  # whole trainings
 def test_training_streams_from_shards(tmp_path):
   c = _shard_config(tmp_path)
@@ -163,6 +203,25 @@ def test_the_input_suite_times_each_thread_count(tmp_path):
                            steps_per_call=8)
   assert [r['threads'] for r in rows] == [1, 2]
   assert all(r['pairs_per_sec'] > 0 and r['held_mib'] > 0 for r in rows)
+
+
+def test_the_input_suite_sets_a_call_built_in_place_beside_one_stacked(tmp_path, monkeypatch):
+  """benchmarks/call_building.py's rows: each way's min ≤ median ≤ max and
+  their ratio (figures printed, not asserted); the shards loaded before the
+  timed runs, none in them."""
+  from wsabie_jax.benchmarks import call_building
+  _small_shards(tmp_path / 'train')
+  loaded, load = [], shards.ShardSet.load
+  monkeypatch.setattr(shards.ShardSet, 'load', lambda self, i: loaded.append(i) or load(self, i))
+  rows = call_building.compare(str(tmp_path), batch_size=4, threads=(1, 2), steps=20,
+                               steps_per_call=8, runs=2)
+  assert [r['threads'] for r in rows] == [1, 2]
+  for r in rows:
+    for way in call_building.WAYS:
+      assert 0 < r[way][0] <= r[way][1] <= r[way][2], (way, r)
+    assert math.isclose(r['ratio'], r['in place'][1] / r['stacked'][1])
+  # (the feature count's read of shard 0, the preloading pass, its next loads ahead)
+  assert len(loaded) <= 1 + 6 + shards.AHEAD, loaded
 
 
 def test_workers_write_the_same_shards_and_print_nothing(tmp_path):

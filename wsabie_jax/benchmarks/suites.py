@@ -246,8 +246,12 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     result['peers'] = peer_suite(panel, seeds=panel_seeds)
   if 'input' in suites:
     webscale = configs.load('wsabie_webscale:small' if small else 'wsabie_webscale')
-    result['input'] = input_rate(accelerator_webscale or webscale.data.shards_dir,
-                                 webscale.train.batch_size, steps=40 if small else 3000)
+    from wsabie_jax.benchmarks import call_building
+    where = accelerator_webscale or webscale.data.shards_dir
+    result['input'] = input_rate(where, webscale.train.batch_size, steps=40 if small else 3000)
+    print('\nA call built in place against built and stacked, its shards held:', flush=True)
+    result['call_building'] = call_building.compare(
+        where, webscale.train.batch_size, steps=40 if small else 2000, runs=2 if small else 5)
   if 'folds' in suites:
     from wsabie_jax.benchmarks import folds
     result['folds'] = folds.compare(panel, panel_overrides or {}, budget_seconds, panel_config,
@@ -343,12 +347,13 @@ def input_rate(shards_dir: str, batch_size: int, threads=(1, 2, 4, 8), steps: in
                steps_per_call: int = 64) -> list[dict]:
   """The streamed input alone (data/shards.py, as training/dispatch.py builds it):
   pairs/s at which calls of `steps_per_call` batches of the shards in
-  `shards_dir`/train are built and stacked, at each thread count, from a cold
+  `shards_dir`/train are built into stacked arrays, at each thread count, from a cold
   start (shard loads included). The web-scale epoch is bound by the step, not
   the input, where this rate exceeds the step's."""
   import concurrent.futures
   import pathlib
   from wsabie_jax.data import shards
+  from wsabie_jax.training import dispatch
   rows = []
   for n in threads:
     stream = shards.ShardedPairStream(shards.ShardSet(pathlib.Path(shards_dir) / 'train'),
@@ -356,8 +361,8 @@ def input_rate(shards_dir: str, batch_size: int, threads=(1, 2, 4, 8), steps: in
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(n) as pool:
       for first in range(0, steps, steps_per_call):
-        batches = list(pool.map(stream.batch, range(first, min(first + steps_per_call, steps))))
-        jax.tree.map(lambda *x: np.stack(x), *batches)
+        dispatch.streamed_call(stream, first, min(steps_per_call, steps - first), steps_per_call,
+                               pool=pool if n > 1 else None)
     seconds = time.perf_counter() - start
     rows.append({'threads': n, 'pairs_per_sec': steps * batch_size / seconds,
                  'held_mib': stream.held_bytes / 2**20})

@@ -28,7 +28,7 @@ import zipfile
 import numpy as np
 
 from wsabie_jax.data import synthetic
-from wsabie_jax.data.batching import EpochOrder, PairBatch, pad_images
+from wsabie_jax.data.batching import EpochOrder, PairBatch, pad_images, step_view
 from wsabie_jax.data.dataset import DataError, SparseDataset
 
 
@@ -219,6 +219,7 @@ class ShardedPairStream:
     self._lock = threading.Lock()
     self._loader = concurrent.futures.ThreadPoolExecutor(AHEAD, thread_name_prefix='shard-loader')
     self.held_bytes = 0  # the most the held shards have held at once (arrays' bytes)
+    self.shards_held = SHARDS_HELD  # (a benchmark holds every shard: benchmarks/call_building.py)
     self.position = EpochOrder(self.num_examples, batch_size, seed).position
 
   def _order(self, epoch: int) -> np.ndarray:
@@ -241,7 +242,7 @@ class ShardedPairStream:
     key = (epoch, slot)
     if key not in self._held:
       self._held[key] = self._loader.submit(self._load, epoch, slot)
-      while len(self._held) > SHARDS_HELD:
+      while len(self._held) > self.shards_held:
         self._held.popitem(last=False)
     return self._held[key]
 
@@ -259,13 +260,26 @@ class ShardedPairStream:
       self.held_bytes = max(self.held_bytes, held)
     return shard
 
-  def batch(self, step: int, rows: tuple[int, int] | None = None) -> PairBatch:
+  def empty(self, steps: int, rows: int) -> PairBatch:
+    """Room for `steps` batches of `rows` rows each, stacked (a call's input,
+    N×B…): `batch` writes into one step's slice of it (`out`)."""
+    room = lambda *shape, dtype=np.int32: np.empty((steps, rows, *shape), dtype)
+    return PairBatch(label_BxQ=room(1), weight_BxQ=room(1, dtype=np.float32),
+                     pos_BxP=room(self.max_positives), num_pos_B=room(),
+                     feat_idx_BxF=room(self.max_features),
+                     feat_val_BxF=room(self.max_features, dtype=np.float32))
+
+  def batch(self, step: int, rows: tuple[int, int] | None = None,
+            out: PairBatch | None = None) -> PairBatch:
     """Batch `step`, or its rows [start, stop) alone (a process's share of
-    it: those rows are all that is read, padded and held)."""
+    it: those rows are all that is read, padded and held). Written into `out`
+    where given (one step of `empty`'s arrays: a call's batches gathered in
+    place by their builders, with no stacking copy after them); returned."""
     start, stop = rows if rows is not None else (0, self.batch_size)
+    out = out if out is not None else step_view(self.empty(1, stop - start), 0)
     ids = step * self.batch_size + np.arange(start, stop)
     epochs, rest = ids // self.num_examples, ids % self.num_examples
-    parts = []
+    at = 0  # (the parts in the ids' order: epochs, then their shards, ascend with the ids)
     for epoch in np.unique(epochs):
       order = self._order(int(epoch))
       ends = np.cumsum(self.shards.num_pairs_S[order])
@@ -277,12 +291,16 @@ class ShardedPairStream:
         offsets = r[k == slot] - (ends[slot] - self.shards.num_pairs_S[shard])
         pairs = perm[offsets]
         images = pair_image[pairs]
-        parts.append((padded.feat_idx_nxF[images], padded.feat_val_nxF[images],
-                      padded.pos_nxP[images], padded.num_pos_n[images], pair_label[pairs]))
-    idx, val, pos, num_pos, label = (np.concatenate(a) if len(parts) > 1 else a[0]
-                                     for a in zip(*parts))
-    return PairBatch(label_BxQ=label[:, None], weight_BxQ=np.ones((stop - start, 1), np.float32),
-                     pos_BxP=pos, num_pos_B=num_pos, feat_idx_BxF=idx, feat_val_BxF=val)
+        part = slice(at, at + len(pairs))
+        for table, into in ((padded.feat_idx_nxF, out.feat_idx_BxF), (padded.feat_val_nxF,
+                            out.feat_val_BxF), (padded.pos_nxP, out.pos_BxP),
+                            (padded.num_pos_n, out.num_pos_B)):
+          # (mode 'clip': the ids are in range, and 'raise' buffers `out`: a second copy)
+          np.take(table, images, axis=0, out=into[part], mode='clip')
+        out.label_BxQ[part, 0] = pair_label[pairs]
+        at += len(pairs)
+    out.weight_BxQ[:] = 1
+    return out
 
 
 def _nbytes(padded, *arrays: np.ndarray) -> int:

@@ -17,7 +17,8 @@ runs up to `train.steps_per_call` steps as one jitted, donated loop:
              step's own scan over the slots would be many small kernels.
   streamed   a stream without a table (shards larger than memory) builds a
              chunk of N batches on the host, on `train.input_threads`
-             threads (numpy's copies release the GIL), stacked, sent in
+             threads (numpy's copies release the GIL), each gathered
+             straight into its step of the call's stacked arrays, sent in
              one transfer, ahead of the device: the next chunks are built
              and copied while the device runs the current one.
   per step   `steps_per_call = 1`: one dispatch a step, batches prefetched.
@@ -228,11 +229,9 @@ class Dispatcher:
     if resident:  # the n steps' ids (one slice of the epoch order where there is one)
       xs = self._counted(np.asarray(stream.ids_block(first, n)))
       budget = stream.budget(xs)
-    else:  # streamed batches, built on the host
-      build = functools.partial(self._batch, stream)
-      steps = (list(self._builders.map(build, range(first, first + n))) if self._builders
-               else [build(i) for i in range(first, first + n)])
-      xs, budget = self._counted(jax.tree.map(lambda *x: np.stack(x), *steps)), None
+    else:  # streamed batches, built on the host into the call's arrays
+      xs = self._counted(streamed_call(stream, first, n, per_call, self.rows, self._builders))
+      budget = None
     if self.planned:  # the n steps' only: the padding copies the first
       xs = stream.plan(xs, budget)
     return first, n, _pad_leading(xs, per_call), budget
@@ -348,6 +347,24 @@ class Dispatcher:
     if self.multi:
       return parallel.shard_batch(batch, self.mesh, axis, local=self.rows is not None)
     return jax.device_put(batch, self.mesh.devices.flat[0])
+
+
+def streamed_call(stream, first: int, n: int, size: int, rows: tuple[int, int] | None = None,
+                  pool: concurrent.futures.Executor | None = None):
+  """Batches first … first + n − 1 of a streamed `stream`, stacked in one
+  call's arrays of `size` ≥ n steps (the rest copies of the first, skipped
+  inside the call): each built on `pool`'s threads straight into its step's
+  slice (`stream.empty`, `batch(…, out=)`). Batches built apart and stacked
+  after would copy the call a second time, on one thread: the input's rate
+  on 2 cores is 1.2–1.5 times theirs (docs/SCALE.md "Batches from padded
+  shards")."""
+  start, stop = rows if rows is not None else (0, stream.batch_size)
+  xs = stream.empty(size, stop - start)
+  build = lambda i: stream.batch(first + i, rows, out=batching.step_view(xs, i))
+  list(pool.map(build, range(n)) if pool is not None else map(build, range(n)))
+  for a in jax.tree.leaves(xs):
+    a[n:] = a[:1]
+  return xs
 
 
 def _pad_leading(xs, size: int):
