@@ -167,16 +167,18 @@ def test_the_work_before_the_refit_is_spent_before_it_is_decided(tmp_path, caplo
 
 def test_the_reserve_holds_the_refits_other_work_too(monkeypatch):
   """The reserve test's first point (30 s + a drop's 8 s + the refit's 11.1 s
-  of 60) with the refit's other work: 1 s fits, 12 s (61.1 s) makes no drop."""
+  of 60) with the refit's other work: 1 s fits, 12 s (61.1 s) makes no drop,
+  nor 1 s after 11 evaluations of the validation split at 1 s each (61.1 s)."""
   record = RunRecord(best_metric=0.5, best_path=[[0, 100]])
   config = _tiny_config(max_seconds=60.0, refit=True, patience=4)
   for work, allowed in ((NO_REFIT_WORK, True), (RefitWork(lambda: 1.0, None), True),
-                        (RefitWork(lambda: 12.0, None), False)):
+                        (RefitWork(lambda: 12.0, None), False),
+                        (RefitWork(lambda: 1.0, None, evaluations=11), False)):
     fake = FakeClock().install(monkeypatch)
     clock = Clock(prior_seconds=10.0)
     fake.advance(20.0)
     clock.leave_out(10.0)
-    assert refit.Reserve(config, clock, 0, work).allows_drop(100, 10, record) is allowed
+    assert refit.Reserve(config, clock, 0, work).allows_drop(100, 10, record, 1.0) is allowed
 
 
 def test_a_refit_is_made_once_and_only_after_early_stopping(tmp_path):
@@ -225,6 +227,63 @@ def test_a_drop_is_made_only_where_the_budget_still_holds_the_refit_after_it(mon
     assert refit.Reserve(config, clock, first_step=0).allows_drop(100, 10, record), off
 
 
+def test_after_a_drop_the_run_stops_where_another_interval_would_eat_the_refits_time(
+    monkeypatch, caplog):
+  """The drop test's 60-s run at step 100 (10 s before the loop, 0.2 s a step
+  of wall-clock, the refit 11.1 s), one drop made: at 30 s another 10 steps
+  (2 s) and a margin as long leave the refit its time; at 45 s (0.35 s a
+  step: 3.5 s, and 45 + 7 + 11.1 > 60) they do not, and the run is due to
+  refit; at 40 s (0.3 s a step: 40 + 6 + 11.1 ≤ 60) it is not, unless the
+  refit's work first makes evaluations of the validation split (11 of 0.3 s:
+  3.3 s more). Before any drop, or without train.refit_reserved, the refit
+  or a budget, it never is."""
+  fake = FakeClock().install(monkeypatch)
+  clock = Clock(prior_seconds=10.0)
+  fake.advance(20.0)
+  clock.leave_out(10.0)
+  dropped = RunRecord(best_metric=0.5, best_path=[[0, 100]], rate_drops=1)
+  config = _tiny_config(max_seconds=60.0, refit=True, patience=4)
+  reserve = refit.Reserve(config, clock, first_step=0)
+  choosing = refit.Reserve(config, clock, 0, RefitWork(lambda: 0.0, None, evaluations=11))
+  with caplog.at_level(logging.INFO, 'wsabie_jax'):
+    assert not reserve.refit_due(100, 10, dropped)
+    fake.advance(10.0)
+    clock.leave_out(10.0)
+    assert not reserve.refit_due(100, 10, dropped, validation_seconds=0.3)
+    assert choosing.refit_due(100, 10, dropped, validation_seconds=0.3)
+    fake.advance(5.0)
+    clock.leave_out(5.0)
+    assert reserve.refit_due(100, 10, dropped)
+    assert not reserve.refit_due(100, 10, RunRecord(best_metric=0.5, best_path=[[0, 100]]))
+  assert ("step 100: 10 more steps (3.5 s) and a margin as long would leave less than the "
+          "refit's 11.1 s" in caplog.text)
+  for off in (dict(refit_reserved=False), dict(refit=False), dict(max_seconds=0.0)):
+    config = _tiny_config(**{'max_seconds': 60.0, 'refit': True, 'patience': 4, **off})
+    assert not refit.Reserve(config, clock, first_step=0).refit_due(100, 10, dropped), off
+
+
+def test_the_loop_stops_to_refit_when_the_reserve_says_it_is_due(tmp_path, monkeypatch):
+  """The scripted schedule (tests/schedule_test.py), its first drop at step
+  16: the reserve is asked after each later validation within the budget
+  (not before the drop, whose run is at its first rate) and, saying due at
+  step 24 (a new best there), stops the run there: no second drop, and the
+  refit replays the best's path (8 steps, then 8 at ÷10; × 600/540)."""
+  real = schedule_test._tiny_config
+  asked = []
+  monkeypatch.setattr(schedule_test, '_tiny_config', lambda **kw: real(**kw, refit=True))
+  due = refit.Reserve.refit_due
+  monkeypatch.setattr(refit.Reserve, 'refit_due',
+                      lambda self, step, every, record, seconds: asked.append(
+                          (step, record.rate_drops)) is None and bool(record.rate_drops)
+                      and step == 24 or due(self, step, every, record, seconds))
+  metrics, seen, restored = schedule_test._scripted_run(tmp_path)
+  assert [s for s, _, _ in seen] == [4, 8, 12, 16, 20, 24]
+  assert [s for s, _, _ in restored] == [16]
+  assert asked == [(4, 0), (8, 0), (12, 0), (20, 1), (24, 1)]
+  assert (metrics['stopped'], metrics['rate_drops'], metrics['refit_steps']) == (
+      'early_stopping', 1, 18)
+
+
 def test_the_loop_asks_the_reserve_before_each_drop(tmp_path, monkeypatch):
   """The scripted schedule (tests/schedule_test.py), its patience first out
   at step 16: with the reserve saying no there, no drop is made; the run
@@ -233,7 +292,7 @@ def test_the_loop_asks_the_reserve_before_each_drop(tmp_path, monkeypatch):
   asked = []
   monkeypatch.setattr(schedule_test, '_tiny_config', lambda **kw: real(**kw, refit=True))
   monkeypatch.setattr(refit.Reserve, 'allows_drop',
-                      lambda self, step, every, record: asked.append(step) and False)
+                      lambda self, step, every, record, seconds: asked.append(step) and False)
   metrics, seen, restored = schedule_test._scripted_run(tmp_path)
   assert asked == [16] and restored == [] and [s for s, _, _ in seen] == [4, 8, 12, 16]
   assert (metrics['stopped'], metrics['rate_drops'], metrics['refit_steps']) == (

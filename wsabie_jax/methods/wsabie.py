@@ -170,7 +170,9 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
         'ensemble_seconds': sum(seconds),
         **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
 
-  return prepare, tested, RefitWork(refit_seconds, refit_run, choose_first)
+  choices = 1 + (len(linear_member.WEIGHTS) - 1) * len(linear_member.members(cfg.model.ensemble))
+  return prepare, tested, RefitWork(refit_seconds, refit_run, choose_first,
+                                    evaluations=choices if valid.num_images else 0)
 
 
 def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):

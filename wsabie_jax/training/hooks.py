@@ -140,6 +140,7 @@ class ValidationSpacing:
     self.cap = (max(1, math.ceil(epochs * examples / train.batch_size)) if epochs else math.inf)
     self.every = min(record.eval_every_steps or train.eval_every_steps, self.cap)
     self.validations = 0
+    self.seconds = 0.0  # the last validation's (wall-clock)
 
   def validated(self, seconds: float) -> None:
     """After a validation of `seconds` (wall-clock) in a budgeted run: the
@@ -147,6 +148,7 @@ class ValidationSpacing:
     long, if it is shorter (within the epochs' cap). The run's first
     validation compiles its program, so its time is not a validation's."""
     self.validations += 1
+    self.seconds = seconds
     train = self.train
     if (self.validations < 2 or not (train.max_seconds and train.evals_per_budget)
         or not self.step_time.speed or self.step_time.speed[0] <= 0):

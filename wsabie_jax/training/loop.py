@@ -251,8 +251,11 @@ def _at_boundary(call, last: bool, train, method: Method, recorder: Recorder, ck
     seconds = _check_and_validate(call, validate, method, recorder, ckpts, clock)
     if seconds is not None:
       spacing.validated(seconds)
-  if (call.stop == Stop.EARLY_STOPPING and r.rate_drops < train.plateau_drops
-      and reserve.allows_drop(call.step, spacing.every, r)):
+  if validate and not (last or call.stop) and reserve.refit_due(call.step, spacing.every, r,
+                                                                spacing.seconds):
+    call.stop = Stop.EARLY_STOPPING  # (after a drop: the budget's end is the refit's)
+  elif (call.stop == Stop.EARLY_STOPPING and r.rate_drops < train.plateau_drops
+        and reserve.allows_drop(call.step, spacing.every, r, spacing.seconds)):
     with clock.excluded():  # (the calls built ahead stay valid: no step is replayed)
       call.state = steps.place(_back_to_best(call, train, r, ckpts))
     call.stop, save = Stop.NONE, True  # (a resumed run goes on at the lowered rate)

@@ -47,6 +47,9 @@ class RefitWork(NamedTuple):
   # (the best state on validation): work done before the refit is decided on,
   # its seconds spent by then (what is chosen on validation, kept for the test)
   before: Callable[[Any], None] = lambda best: None
+  # how many evaluations of the validation split `before` makes (the member's
+  # choice), held in the budget with the refit at a validation's seconds each
+  evaluations: int = 0
 
 
 NO_REFIT_WORK = RefitWork(lambda: 0.0, lambda best: None)

@@ -47,9 +47,12 @@ class Reserve:
   (its validations and checkpoints included); else the run stops there and
   refits. Without it, on Delicious the three drops fill the minute (valid
   MAP 0.3814 → 0.3816) and leave no time for the refit's tenth more data
-  (docs/TUNING.md "Refit on the whole training file"). The refit's work
-  besides its steps (Method.refit_work) is held too. One decision, process
-  0's, so that hosts agree."""
+  (docs/TUNING.md "Refit on the whole training file"). A drop's patience
+  starts again at each better validation, so it may outlast that least: after
+  a drop, a run also stops to refit where one more interval would leave the
+  budget less than the refit (`refit_due`). The refit's work besides its
+  steps (Method.refit_work) is held too. One decision, process 0's, so that
+  hosts agree."""
 
   def __init__(self, config: ml_collections.ConfigDict, clock, first_step: int,
                work: RefitWork = NO_REFIT_WORK):
@@ -59,18 +62,45 @@ class Reserve:
                   if (train.refit and train.refit_reserved and train.max_seconds > 0
                       and holds_out(config)) else 0.0)
 
-  def allows_drop(self, step: int, every: int, record: RunRecord) -> bool:
+  def allows_drop(self, step: int, every: int, record: RunRecord,
+                  validation_seconds: float = 0.0) -> bool:
     if not self.scale or step <= self.first_step:
       return True
-    wall_a_step = (self.clock.seconds - self.clock.prior) / (step - self.first_step)
-    drop = self.train.patience * every * wall_a_step
-    refit = (steps_needed(record.best_path, self.scale) * self.clock.step_seconds / step
-             + self.work.seconds())
+    drop, refit = self._seconds(step, self.train.patience * every, record, validation_seconds)
     fits = bool(parallel.agreed(int(self.clock.seconds + drop + refit <= self.train.max_seconds)))
     if not fits:
       log.info('step %d: a rate drop (at least %.1f s) would leave less than the refit\'s '
                '%.1f s of train.max_seconds: stopping here to refit', step, drop, refit)
     return fits
+
+  def refit_due(self, step: int, every: int, record: RunRecord,
+                validation_seconds: float = 0.0) -> bool:
+    """After a validation within a drop's patience: whether the budget left
+    would no longer hold another `every` steps, the refit and, for the
+    stop's own work (its save, the whole file's read), one more interval
+    (then the run stops here to refit). A run at its first rate goes on: its
+    refit would replay all of its steps, and patience, not the budget,
+    chooses how long it trains."""
+    if not self.scale or not record.rate_drops or step <= self.first_step:
+      return False
+    interval, refit = self._seconds(step, every, record, validation_seconds)
+    due = bool(parallel.agreed(int(self.clock.seconds + 2 * interval + refit
+                                   > self.train.max_seconds)))
+    if due:
+      log.info('step %d: %d more steps (%.1f s) and a margin as long would leave less than the '
+               'refit\'s %.1f s of train.max_seconds: stopping here to refit', step, every,
+               interval, refit)
+    return due
+
+  def _seconds(self, step: int, steps: int, record: RunRecord,
+               validation_seconds: float) -> tuple[float, float]:
+    """(`steps` more at the loop's wall-clock pace so far; the refit's steps
+    at the steps' own pace, its other work and the evaluations made before
+    it at `validation_seconds` each)."""
+    wall_a_step = (self.clock.seconds - self.clock.prior) / (step - self.first_step)
+    refit = (steps_needed(record.best_path, self.scale) * self.clock.step_seconds / step
+             + self.work.seconds() + self.work.evaluations * validation_seconds)
+    return steps * wall_a_step, refit
 
 
 def holds_out(config: ml_collections.ConfigDict) -> bool:
