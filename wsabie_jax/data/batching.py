@@ -146,11 +146,11 @@ class PairBatch(NamedTuple):
   feat_val_BxF: Any = None
 
 
-
 def step_view(stacked: PairBatch, i: int) -> PairBatch:
   """Step i of batches stacked along a leading axis: views into them (where
   a builder writes that step: shards.ShardedPairStream.batch's `out`)."""
   return PairBatch(*(None if a is None else a[i] for a in stacked))
+
 
 class PairStream:
   """Batch `step` of the positive pairs, a new permutation every epoch, the
