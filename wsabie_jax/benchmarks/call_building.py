@@ -23,7 +23,7 @@ from wsabie_jax.training import dispatch
 def _stacked(stream, first: int, n: int, size: int, pool) -> None:
   build = range(first, first + n)
   batches = list(pool.map(stream.batch, build)) if pool else [stream.batch(s) for s in build]
-  dispatch._pad_leading(jax.tree.map(lambda *x: np.stack(x), *batches), size)
+  dispatch.pad_leading(jax.tree.map(lambda *x: np.stack(x), *batches), size)
 
 
 def _in_place(stream, first: int, n: int, size: int, pool) -> None:

@@ -358,11 +358,15 @@ def input_rate(shards_dir: str, batch_size: int, threads=(1, 2, 4, 8), steps: in
   for n in threads:
     stream = shards.ShardedPairStream(shards.ShardSet(pathlib.Path(shards_dir) / 'train'),
                                       batch_size, seed=0)
+    pool = concurrent.futures.ThreadPoolExecutor(n) if n > 1 else None  # (1: this thread)
     start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+    try:
       for first in range(0, steps, steps_per_call):
         dispatch.streamed_call(stream, first, min(steps_per_call, steps - first), steps_per_call,
-                               pool=pool if n > 1 else None)
+                               pool=pool)
+    finally:
+      if pool:
+        pool.shutdown()
     seconds = time.perf_counter() - start
     rows.append({'threads': n, 'pairs_per_sec': steps * batch_size / seconds,
                  'held_mib': stream.held_bytes / 2**20})

@@ -234,7 +234,7 @@ class Dispatcher:
       budget = None
     if self.planned:  # the n steps' only: the padding copies the first
       xs = stream.plan(xs, budget)
-    return first, n, _pad_leading(xs, per_call), budget
+    return first, n, pad_leading(xs, per_call), budget
 
   # --- compilation ----------------------------------------------------------
 
@@ -367,7 +367,7 @@ def streamed_call(stream, first: int, n: int, size: int, rows: tuple[int, int] |
   return xs
 
 
-def _pad_leading(xs, size: int):
+def pad_leading(xs, size: int):
   """A call's n stacked steps (ids, plans or batches) padded along the
   leading axis to `size` with copies of the first (skipped inside the call:
   one compiled shape)."""
