@@ -36,7 +36,10 @@ data are cheap too, and the SVM with the Gaussian kernel on training splits
 of a few thousand images; seconds, counted in the budget) and tests the sum
 of WSABIE's and one member's standardised scores, the member and its weight
 chosen on the validation split, WSABIE alone included (Table 7's ensemble;
-wsabie/linear_member.py).
+wsabie/linear_member.py). To that sum it adds the votes of each image's 30
+nearest training images in WSABIE's embedding space (model.neighbours
+'auto': training splits of 301-65,536 images), at the weight the validation
+split picks, 0 included (wsabie/neighbours.py).
 
 The constants and the rest (D, C, learning rate, bias feature, the
 features' damping, dense features centred) were chosen
@@ -67,6 +70,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # each small training file, scene +0.015 p@1, enron +0.007, Corel5k −0.007
   # (docs/RESULTS.md "The logistic member").
   c.model.ensemble_logistic_C = 10.0
+  # The votes of each image's 30 nearest training images in WSABIE's space,
+  # weighed last on the validation split (wsabie/neighbours.py; docs/RESULTS.md
+  # "The neighbours term").
+  c.model = auto(c.model, 'neighbours')
   # Fitted to the training set when the run starts (wsabie/fitting.py):
   c.loss = auto(c.loss, 'kind', 'num_draws', 'draws', 'violators', 'rank_estimate')
   c.optim = auto(c.optim, 'learning_rate', kind='adagrad')

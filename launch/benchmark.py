@@ -49,7 +49,8 @@ Suites:
              python launch/benchmark.py --suite=folds --panel=DIR/medical
              --panel_override=train.refit=True --budget_seconds=60
              (--folds_peers: the peers on the same folds, the best one's p@1 beside;
-             --folds_choice: the member and λ chosen on the other folds beside the config's)
+             --folds_choice: the member and λ chosen on the other folds beside the config's;
+             --folds_neighbours: the neighbours' votes at each k, power and μ)
   tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
              by matmuls (wsabie/table_reads.py, model.tables): ms/step on each --panel set
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
@@ -132,6 +133,10 @@ _FOLDS_PEERS = flags.DEFINE_bool(
 _FOLDS_CHOICE = flags.DEFINE_bool(
     'folds_choice', False, "folds: every (member, λ) of the config's ensemble scored on each "
     "fold, and each fold's chosen by its MAP on the other folds, beside the config's own choice.")
+_FOLDS_NEIGHBOURS = flags.DEFINE_bool(
+    'folds_neighbours', False, "folds: the neighbours' votes (wsabie/neighbours.py) at each k, "
+    "power and weight of folds.NEIGHBOUR_GRID scored on each fold beside the run's model without "
+    "its own.")
 _ACCELERATOR_TABLES = flags.DEFINE_multi_enum(
     'accelerator_tables', list(accelerator.TABLES), accelerator.TABLES,
     'accelerator: which of its tables to take.')
@@ -158,7 +163,8 @@ def main(argv):
                           _PANEL_SEEDS.value, _ACCELERATOR_TABLES.value,
                           [int(y) for y in _ACCELERATOR_LABELS.value] or None,
                           _ACCELERATOR_WEBSCALE.value, folds_peers=_FOLDS_PEERS.value,
-                          folds_choice=_FOLDS_CHOICE.value)
+                          folds_choice=_FOLDS_CHOICE.value,
+                          folds_neighbours=_FOLDS_NEIGHBOURS.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

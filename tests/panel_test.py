@@ -61,6 +61,7 @@ def test_data_agnostic_config_follows_the_data(tmp_path):
                     # 500 features × 374 labels: small; 4,050 images × those: cheap,
                     # and few enough for the kernel member (4,050 × 2,048 landmarks × 374)
                     'model.ensemble': 'one_vs_rest+logistic+svm+kernel',
+                    'model.neighbours': 30,  # (4,050 training images: within 301-65,536)
                     'data.standardize': 'none'}  # (1.6% of the features an image: sparse)
   assert config.train.batch_size == 'auto'  # (a copy is fitted)
   rules = lambda **knobs: fitting.Rules(**knobs)
@@ -467,7 +468,7 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   pooled figures count every training example once; the test file (absent
   here) is not read; only the changed runs refit. With peers (a fake pair of
   them here, each fold's p@1 its own), the best one's p@1 is pooled by the
-  folds' sizes too."""
+  folds' sizes too; the members' and the neighbours' grids are scored beside."""
   from wsabie_jax.benchmarks import folds
   sizes = []
 
@@ -486,7 +487,7 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   (tmp_path / 'train.txt').write_text('\n'.join(lines) + '\n')
   rows = folds.compare([f'libsvm:{tmp_path}/train.txt:{tmp_path}/absent.txt'],
                        {'train.refit': True, 'train.patience': 1, 'train.plateau_drops': 0},
-                       budget=0.0, folds=2, peers=True, choice=True)
+                       budget=0.0, folds=2, peers=True, choice=True, neighbour_grid=True)
   (row,) = rows
   assert row['config']['examples'] == row['changed']['examples'] == 90
   assert sizes == [(45, 45), (45, 45)]
@@ -499,6 +500,11 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   assert len(row['choice']['picks']) == 2 and 0 < row['choice']['p@1'] <= 1
   assert 0 < row['choice']['best_fixed']['p@1'] <= 1
   assert "chosen on the other folds' MAP" in out
+  # (neighbour_grid: every cell beside the run's own model, which it scores as the run did)
+  cells = row['neighbours']['cells']
+  assert len(cells) == 1 + np.prod([len(axis) for axis in folds.NEIGHBOUR_GRID])
+  assert cells['k 0 power 0 μ 0']['p@1'] == pytest.approx(row['config']['p@1'])
+  assert len(row['neighbours']['chosen']['picks']) == 2 and "the neighbours' votes" in out
 
 
 def test_a_folds_member_and_weight_is_chosen_on_the_other_folds():

@@ -79,7 +79,7 @@ def test_auto_fields_are_fitted_when_the_run_starts(monkeypatch):
   assert values == {'loss.kind': 'warp', 'loss.draws': 'per_row', 'loss.violators': 'first',
                     'loss.rank_estimate': 'first_violator', 'optim.learning_rate': 0.01,
                     'train.positives_per_row': 5, 'model.ensemble': 'one_vs_rest+logistic+svm+kernel',
-                    'data.standardize': 'none'}
+                    'model.neighbours': 30, 'data.standardize': 'none'}
   assert (fitted.train.batch_size, fitted.loss.num_draws) == (64, 50)
 
 

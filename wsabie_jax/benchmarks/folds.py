@@ -13,10 +13,14 @@ examples of a test file, which is never read. With `choice` (--folds_choice)
 every (member, λ) of the config's ensemble grid (wsabie/linear_member.py) is
 scored on each fold too, and each fold's pair chosen by its MAP pooled over
 the other folds: the member and weight chosen on four fifths of the file
-against the config's own choice on a tenth (its validation split).
+against the config's own choice on a tenth (its validation split). With
+`neighbour_grid` (--folds_neighbours) the neighbours' votes
+(wsabie/neighbours.py) at every k, power and μ of NEIGHBOUR_GRID are scored
+on each fold beside the run's model without its own votes.
 """
 from __future__ import annotations
 
+import itertools
 import pathlib
 import tempfile
 
@@ -27,26 +31,32 @@ from wsabie_jax.api import run
 from wsabie_jax.benchmarks import panel, peers as peers_lib
 from wsabie_jax.data import batching, load_splits, read_split, settings as data_settings
 from wsabie_jax.data.libsvm import write_libsvm
-from wsabie_jax.wsabie import linear_member
+from wsabie_jax.core import evaluation
+from wsabie_jax.wsabie import linear_member, neighbours
 
 FOLDS = 5
+# The neighbours' votes scored on each fold (neighbour_grid): k, the power of
+# a vote's cosine, μ.
+NEIGHBOUR_GRID = ((10, 30, 100), (1, 4), neighbours.WEIGHTS[1:])
 
 
 def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/wsabie_mulan.py',
-            folds: int = FOLDS, peers: bool = False, choice: bool = False) -> list[dict]:
+            folds: int = FOLDS, peers: bool = False, choice: bool = False,
+            neighbour_grid: bool = False) -> list[dict]:
   """A row a set: pooled p@1 and MAP of the config and of the config with
   `overrides` ({'train.refit': True}; {}: the config alone), the mean and
   standard error over folds of their p@1 difference, and each one's mean
   refit steps; with `peers`, the best peer's pooled p@1 on the same folds
   ('best_peer'); with `choice`, the config's model and members with the pair
-  chosen on the other folds ('choice': `_choice`)."""
+  chosen on the other folds ('choice': `_choice`); with `neighbour_grid`,
+  the votes' grid ('neighbours': `_neighbour_rows`)."""
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
     whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
     order = np.random.default_rng(0).permutation(whole.num_images)
     variants = {'config': {}, **({'changed': overrides} if overrides else {})}
-    got, peer_hits, grids = {key: [] for key in variants}, {}, []
+    got, peer_hits, grids, votes = {key: [] for key in variants}, {}, [], []
     with tempfile.TemporaryDirectory(prefix=f'folds-{name}-') as tmp:
       for f, held in enumerate(np.array_split(order, folds)):
         folder = pathlib.Path(tmp) / str(f)
@@ -59,6 +69,8 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
           got[key].append((m['p@1'], m['map'], m['num_images'], m['refit_steps']))
         if choice:
           grids.append(member_grid(folder / 'config'))
+        if neighbour_grid:
+          votes.append(neighbours_on_fold(folder / 'config'))
         for r in peers_lib.run(rest, fold, log=lambda line: None) if peers else ():
           key = f'{r["peer"]} ({r["weighting"]})'
           peer_hits[key] = peer_hits.get(key, 0.0) + r['p@1'] * fold.num_images
@@ -68,6 +80,8 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
       rows[-1]['best_peer'] = {'name': best, 'p@1': peer_hits[best] / whole.num_images}
     if grids:
       rows[-1]['choice'] = _choice(grids, [n for _, _, n, _ in got['config']])
+    if votes:
+      rows[-1]['neighbours'] = _neighbour_rows(votes, [n for _, _, n, _ in got['config']])
   print(table(rows, overrides, budget, folds))
   return rows
 
@@ -86,6 +100,40 @@ def member_grid(workdir) -> dict:
   alone = restored.method.scorer(restored.config, restored.vocab, restored.state)
   return linear_member.choose(alone, members, batching.pad_images(test), 'map',
                               {'ks': panel.KS})[2]
+
+
+def neighbours_on_fold(workdir) -> dict:
+  """{(k, power, μ): metrics} on a fold's run's test file (the held-out
+  fold): the run's model with its member, without its own votes ((0, 0, 0)),
+  and with the votes of the k nearest of the whole training file's images
+  under its state at each cell of NEIGHBOUR_GRID."""
+  restored = run.Restored(workdir)
+  whole = ml_collections.ConfigDict(restored.config.to_dict())
+  whole.data.validation_fraction = 0.0
+  train, _, test = load_splits(whole.data)
+  alone = restored.method.scorer(restored.config, restored.vocab, restored.state)
+  member = linear_member.load(workdir)
+  base = alone if member is None else linear_member.combined(alone, member['member'],
+                                                             member['weight'])
+  near, padded = neighbours.index(restored.state.params.V_dxD, train), batching.pad_images(test)
+  got = {(0, 0, 0.0): evaluation.evaluate_ranking(*base, padded, ks=panel.KS)}
+  for k, power, weight in itertools.product(*NEIGHBOUR_GRID):
+    got[k, power, weight] = evaluation.evaluate_ranking(
+        *neighbours.combined(base, alone[0], near, k, weight, power), padded, ks=panel.KS)
+  return got
+
+
+def _neighbour_rows(grids: list[dict], sizes: list[int]) -> dict:
+  """The row's 'neighbours': each cell's pooled p@1 and MAP, and the cells
+  chosen on the other folds by MAP (`chosen_on_other_folds`)."""
+  every = lambda key: [key] * len(grids)
+  cells = {key: {m: _pooled_at(grids, sizes, every(key), m) for m in ('p@1', 'map')}
+           for key in grids[0]}
+  picks = chosen_on_other_folds(grids, sizes)
+  return {'cells': {f'k {k} power {p} μ {w:g}': v for (k, p, w), v in cells.items()},
+          'chosen': {'p@1': _pooled_at(grids, sizes, picks, 'p@1'),
+                     'map': _pooled_at(grids, sizes, picks, 'map'),
+                     'picks': [f'k {k} power {p} μ {w:g}' for k, p, w in picks]}}
 
 
 def chosen_on_other_folds(grids: list[dict], sizes: list[int], metric: str = 'map') -> list:
@@ -166,4 +214,15 @@ def table(rows: list[dict], overrides: dict, budget: float, folds: int) -> str:
                    f'{c["p@1"]:.4f} / {c["map"]:.4f} (chosen: {", ".join(ch["picks"])}); the '
                    f'best one pair on every fold: {ch["best_fixed"]["pair"]} '
                    f'{ch["best_fixed"]["p@1"]:.4f}')
+    if 'neighbours' in r:
+      cells, ch = r['neighbours']['cells'], r['neighbours']['chosen']
+      ranked = sorted(cells, key=lambda key: -cells[key]['p@1'])
+      lines.append(f'{"":<12} {"":>8}  the neighbours\' votes, pooled p@1 / MAP: without '
+                   f'{cells["k 0 power 0 μ 0"]["p@1"]:.4f} / {cells["k 0 power 0 μ 0"]["map"]:.4f}; '
+                   + '; '.join(f'{key} {cells[key]["p@1"]:.4f} / {cells[key]["map"]:.4f}'
+                               for key in ranked[:3])
+                   + f'; chosen on the other folds\' MAP {ch["p@1"]:.4f} / {ch["map"]:.4f}')
+      lines.append(f'{"":<12} {"":>8}  k {neighbours.K} power {neighbours.POWER} at each μ: '
+                   + ', '.join(f'{w:g} {cells[f"k {neighbours.K} power {neighbours.POWER} μ {w:g}"]["p@1"]:.4f}'
+                               for w in NEIGHBOUR_GRID[2]))
   return '\n'.join(lines)

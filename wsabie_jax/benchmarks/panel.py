@@ -42,7 +42,7 @@ from wsabie_jax.data import batching, load_splits
 from wsabie_jax.benchmarks import panel_table, peers, standins, timed
 from wsabie_jax.api import run
 from wsabie_jax.methods import wsabie as wsabie_method
-from wsabie_jax.wsabie import fitting, linear_member
+from wsabie_jax.wsabie import fitting, linear_member, neighbours
 
 KS = (1, 5)
 VALID_FRACTION = 0.1  # ours: carved from the training file to choose the checkpoint
@@ -163,6 +163,8 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
                 else f'  member {s.get("ensemble_member") or "one_vs_rest"} at λ '
                 f'{s["ensemble_weight"]:g} (WSABIE alone: '
                 f'p@1 {s["wsabie_p@1"]:.4f})')
+      if s.get('neighbours_weight') is not None:
+        member += f', neighbours\' votes at μ {s["neighbours_weight"]:g}'
       print(f'  {s["budget"]:>4.0f} s  {s["system"]:<22} p@1 {panel_table.p1(s, 4)}  '
             f'p@5 {s["p@5"]:.4f}  MAP {s["map"]:.4f}  {s["pairs_per_sec"]:>9,.0f} pairs/s  '
             f'{s["epochs"]:6.1f} epochs'
@@ -219,10 +221,11 @@ def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WI
   less the validation split); the test file only scores. With the
   linear members (model.ensemble), their training seconds (compilation left
   out too) count first, and each scoring weighs them on the validation split
-  as a run does."""
+  as a run does, and the neighbours' votes (model.neighbours) after them."""
   train, valid, _ = load_splits(config.data)
   reached = []
-  members, spent = {}, 0.0
+  members, spent, k = {}, 0.0, config.model.neighbours if valid.num_images else 0
+  padded_valid = batching.pad_images(valid) if valid.num_images else None
   if linear_member.members(config.model.ensemble) and valid.num_images:
     # Trained once off the clock first: their compilation is left out as the
     # steps' is (the timed training is the same, programs compiled).
@@ -231,18 +234,23 @@ def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WI
     train_members()
     start = clock()
     members = train_members()
-    spent, padded_valid = clock() - start, batching.pad_images(valid)
+    spent = clock() - start
 
   def score(params, pairs, seconds):
-    if not members:
+    if not members and not k:
       p1 = scored(params, padded_test)['p@1']
     else:
       own = (lambda i, v: evaluation.embed(params.V_dxD, i, v)), params.W_YxD
+      eval_kw = {'ks': KS, 'limit': config.train.eval_subset}
       kind, weight, _ = linear_member.choose(own, members, padded_valid,
-                                             config.train.select_metric,
-                                             {'ks': KS, 'limit': config.train.eval_subset})
-      p1 = evaluation.evaluate_ranking(*linear_member.combined(own, members.get(kind), weight),
-                                       padded_test, ks=KS)['p@1']
+                                             config.train.select_metric, eval_kw)
+      got = linear_member.combined(own, members.get(kind), weight)
+      if k:  # (the votes' index and choice are scoring's work: off the clock, as validation is)
+        near = neighbours.index(params.V_dxD, train)
+        mu, _ = neighbours.choose(got, own[0], near, k, padded_valid,
+                                  config.train.select_metric, eval_kw)
+        got = neighbours.combined(got, own[0], near, k, mu)
+      p1 = evaluation.evaluate_ranking(*got, padded_test, ks=KS)['p@1']
     if p1 >= target:
       reached.append(seconds + spent)
     return bool(reached)  # (reached: training ends)
@@ -320,6 +328,7 @@ def _median_run(got: list[dict], seeds: int = 1) -> dict:
           'stopped': first['stopped'], 'refit_steps': first.get('refit_steps', 0),
           'ensemble_weight': first.get('ensemble_weight'),
           'ensemble_member': first.get('ensemble_member'),
+          'neighbours_weight': first.get('neighbours_weight'),
           'wsabie_p@1': (float(np.mean([g['wsabie_p@1'] for g in got[:seeds]]))
                          if 'wsabie_p@1' in first else None),
           **_mean_over_seeds(got[:seeds])}

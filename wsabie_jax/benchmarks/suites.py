@@ -200,7 +200,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
         panel_search_peer: bool = False, panel_seeds: int = 1,
         accelerator_tables=accelerator.TABLES, accelerator_labels=None,
         accelerator_webscale: str = '', folds_peers: bool = False,
-        folds_choice: bool = False) -> dict:
+        folds_choice: bool = False, folds_neighbours: bool = False) -> dict:
   """The named suites ('all' for every one), with the device and CPU count.
   `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel;
   `panel_seeds`: the panel's seeds for every system (ours, LightFM, the peers).
@@ -208,7 +208,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   `accelerator_tables`, `accelerator_labels`: the accelerator suite's tables
   and its grid's Ys (None: all), its panel table on the `panel` sets;
   `accelerator_webscale`: the web-scale shards for its shipped table ('' leaves
-  them out); `folds_peers`: the peers on the folds suite's folds too; `folds_choice`: its member and λ chosen on the other folds."""
+  them out); `folds_peers`: the peers on the folds suite's folds too; `folds_choice`: its member and λ chosen on the other folds;
+  `folds_neighbours`: the neighbours' votes' grid on its folds."""
   if unknown(suites):
     raise ValueError(f'unknown suites {unknown(suites)}: choose from {NAMES}')
   suites = set(SUITES) | set(suites) if 'all' in suites else set(suites)
@@ -255,7 +256,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   if 'folds' in suites:
     from wsabie_jax.benchmarks import folds
     result['folds'] = folds.compare(panel, panel_overrides or {}, budget_seconds, panel_config,
-                                    peers=folds_peers, choice=folds_choice)
+                                    peers=folds_peers, choice=folds_choice,
+                                    neighbour_grid=folds_neighbours)
   if 'panel_search' in suites:
     from wsabie_jax.benchmarks import panel_search
     result['panel_search'] = panel_search.choose(panel, panel_search.SEARCH[panel_round],

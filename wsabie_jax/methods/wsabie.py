@@ -20,7 +20,7 @@ from wsabie_jax.methods import common
 from wsabie_jax.data import batching
 from wsabie_jax.training import hosts, parallel
 from wsabie_jax.training.method import NO_REFIT_WORK, Method, RefitWork
-from wsabie_jax.wsabie import fitting, linear_member, step as step_lib
+from wsabie_jax.wsabie import fitting, linear_member, neighbours, step as step_lib
 
 log = logging.getLogger('wsabie_jax')
 
@@ -65,7 +65,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
 
   seen = common.num_seen(train)
   prepare, tested, refit_work = (_with_member(config, cfg, splits, seen)
-                                 if linear_member.members(cfg.model.ensemble)
+                                 if linear_member.members(cfg.model.ensemble) or cfg.model.neighbours
                                  else (None, None, NO_REFIT_WORK))
   return common.ranking_method(
       config, splits, lambda state: _scorer(state, seen), on_validation,
@@ -100,9 +100,16 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   where the run's model is the refit on the whole training file (train.refit),
   the chosen member trained again on that too, as the refit's own work (its
   seconds in the budget: Method.refit_work); saved in the workdir. WSABIE
-  alone's test figures are kept as wsabie_*."""
+  alone's test figures are kept as wsabie_*. With model.neighbours, the
+  nearest training images' votes are weighed last on the same split
+  (wsabie/neighbours.py), the tested state's own training images their
+  neighbours (the whole file's after a refit)."""
   train, valid, test = splits
-  trained, seconds, refit, chosen = {}, [], {}, {}
+  trained, seconds, refit, chosen, whole = {}, [], {}, {}, []
+  k = cfg.model.neighbours
+  if k and not isinstance(train, data_lib.SparseDataset):  # (said before any step is taken)
+    raise ValueError(f'model.neighbours={k} indexes the training images read whole; streamed '
+                     "shards (data.kind='shards') take model.neighbours=0")
 
   def member(kind, data, start=None):
     began = time.perf_counter()
@@ -118,21 +125,31 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
           cfg.model.ensemble)})
     return sum(seconds)
 
-  def choice(best) -> tuple[str | None, float]:
+  def choice(best) -> tuple[str | None, float, float]:
     # Once a best state: the refit's decision makes it first (RefitWork.before,
-    # its seconds spent before it), the test reads it.
+    # its seconds spent before it), the test reads it. (member, λ, μ)
     step = int(best.step)
     if step not in chosen:
       prepare()
-      chosen[step] = linear_member.choose(_scorer(best, seen), trained,
-                                          batching.pad_images(valid), config.train.select_metric,
-                                          common.eval_kwargs(config, train))[:2]
+      padded_valid, eval_kw = batching.pad_images(valid), common.eval_kwargs(config, train)
+      alone = _scorer(best, seen)
+      kind, weight, _ = linear_member.choose(alone, trained, padded_valid,
+                                             config.train.select_metric, eval_kw)
+      mu = neighbours.choose(linear_member.combined(alone, trained.get(kind), weight), alone[0],
+                             neighbours.index(best.params.V_dxD, train), k, padded_valid,
+                             config.train.select_metric, eval_kw)[0] if k else 0.0
+      chosen[step] = kind, weight, mu
     return chosen[step]
 
+  def whole_file():
+    if not whole:
+      config_whole = ml_collections.ConfigDict(config.to_dict())
+      config_whole.data.validation_fraction = 0.0
+      whole.append(common.load_splits(config_whole)[0])
+    return whole[0]
+
   def on_whole_file(kind):
-    whole = ml_collections.ConfigDict(config.to_dict())
-    whole.data.validation_fraction = 0.0
-    return member(kind, common.load_splits(whole)[0], start=trained.get(kind))
+    return member(kind, whole_file(), start=trained.get(kind))
 
   def refit_seconds() -> float:
     # The costliest member's training on the split, in proportion to the whole
@@ -147,8 +164,9 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
 
   def refit_run(best) -> None:
     if valid.num_images:
-      kind, weight = choice(best)
-      refit.update(kind=kind, weight=weight, member=on_whole_file(kind) if weight else None)
+      kind, weight, mu = choice(best)
+      refit.update(kind=kind, weight=weight, mu=mu,
+                   member=on_whole_file(kind) if weight else None)
 
   def tested(state, best, workdir):
     alone = _scorer(state, seen)
@@ -156,31 +174,41 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
       log.info('model.ensemble: no validation split to weigh a member on; WSABIE alone is tested')
       return alone, {}
     if state is not best and refit:  # (the refit's work: chosen, trained on the whole file)
-      kind, weight, U = refit['kind'], refit['weight'], refit['member']
+      kind, weight, mu, U = refit['kind'], refit['weight'], refit['mu'], refit['member']
     else:
-      kind, weight = choice(best)
+      kind, weight, mu = choice(best)
       U = trained[kind] if kind else None  # (λ 0: WSABIE alone, no table kept)
       if weight and state is not best:  # (a refit made before a resume: trained again here)
         U = on_whole_file(kind)
+    # The tested state's neighbours: the images it trained on.
+    near = (neighbours.index(state.params.V_dxD, train if state is best else whole_file())
+            if mu else None)
     if hosts.is_writer():
       linear_member.save(workdir, U, weight, kind or 'none')
+      if k:
+        neighbours.save(workdir, near, mu, k)
     by_itself = common.evaluate_split(config, train, test, alone, baseline=False)
-    return linear_member.combined(alone, U, weight), {
-        'ensemble_member': kind or 'none', 'ensemble_weight': weight,
+    return neighbours.combined(linear_member.combined(alone, U, weight), alone[0], near, k, mu), {
+        'ensemble_member': kind or 'none', 'ensemble_weight': weight, 'neighbours_weight': mu,
         'ensemble_seconds': sum(seconds),
         **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
 
-  choices = 1 + (len(linear_member.WEIGHTS) - 1) * len(linear_member.members(cfg.model.ensemble))
+  choices = (1 + (len(linear_member.WEIGHTS) - 1) * len(linear_member.members(cfg.model.ensemble))
+             + (len(neighbours.WEIGHTS) if k else 0))
   return prepare, tested, RefitWork(refit_seconds, refit_run, choose_first,
                                     evaluations=choices if valid.num_images else 0)
 
 
 def scorer(config: ml_collections.ConfigDict, vocab: dict, state, workdir=None):
   """(embed_fn(feat_idx_BxF, feat_val_BxF) -> images_BxD, labels_YxD) of a
-  restored state, with the workdir's One-vs-Rest member where it has one."""
+  restored state, with the workdir's ensemble member and neighbours' votes
+  where it has them."""
   own = _scorer(state, vocab.get('num_seen_labels') or len(vocab['label_names']))
   member = linear_member.load(workdir) if workdir is not None else None
-  return own if member is None else linear_member.combined(own, member['member'], member['weight'])
+  near = neighbours.load(workdir) if workdir is not None else None
+  got = own if member is None else linear_member.combined(own, member['member'], member['weight'])
+  return got if near is None else neighbours.combined(got, own[0], near['neighbours'], near['k'],
+                                                      near['weight'])
 
 
 def evaluate(config: ml_collections.ConfigDict, vocab: dict, state, split: str,

@@ -34,6 +34,8 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
   model.ensemble      'one_vs_rest' where the member's d×Y table is small, with
                       '+logistic', '+svm' and '+kernel' where their L-BFGS
                       passes are cheap too (wsabie/linear_member.py `auto`), else 'none'
+  model.neighbours    k = 30 nearest training images' votes where the training
+                      split holds 301-65,536 images (wsabie/neighbours.py `auto`), else 0
   data.standardize    'center' where the training file's features are dense
                       (resolved as the data is read: data/standardize.py), else 'none'
 
@@ -52,11 +54,11 @@ import numpy as np
 
 from wsabie_jax.config.schema import AUTO
 from wsabie_jax.data import standardize
-from wsabie_jax.wsabie import linear_member, settings, table_reads
+from wsabie_jax.wsabie import linear_member, neighbours, settings, table_reads
 
 FIELDS = ('loss.num_draws', 'loss.kind', 'loss.draws', 'loss.violators', 'loss.rank_estimate',
           'optim.learning_rate', 'train.positives_per_row', 'train.batch_size', 'model.ensemble',
-          'data.standardize')
+          'model.neighbours', 'data.standardize')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +144,9 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
                                                    config.model.score,
                                                    config.model.ensemble_kernel_landmarks)
                                 if train.num_seen_labels is None else 'none')
+  if config.model.get('neighbours') == AUTO:  # (the same: a zero-shot label has no neighbours' votes)
+    values['model.neighbours'] = (neighbours.auto(len(train.label_indptr) - 1, config.model.score)
+                                  if train.num_seen_labels is None else 0)
   # As the data layer resolved it reading the training file (a split read with
   # another data section, as the panel's, by the same density rule: the
   # normalisation leaves it, the bias feature moves it by under 1/d).

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import pathlib
-import zipfile
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +35,7 @@ import numpy as np
 from wsabie_jax.baselines import ensemble, kernel, linear, logistic
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import dataset
+from wsabie_jax.training import workdir as workdir_lib
 from wsabie_jax.wsabie import settings
 
 log = logging.getLogger('wsabie_jax')
@@ -213,36 +212,26 @@ def save(workdir, member, weight: float, kind: str = 'one_vs_rest') -> None:
   """`FILE` in workdir, written whole or not at all (a rename): a linear
   member's U_dxY, the kernel member's arrays by their names. λ = 0 (WSABIE
   alone chosen) keeps the choice, not the tables: U is stored 0×0."""
-  path = pathlib.Path(workdir) / FILE
-  part = path.with_suffix('.part.npz')
   if not weight:
     arrays = {'U_dxY': np.zeros((0, 0), np.float32)}
   elif isinstance(member, kernel.KernelMember):
     arrays = member._asdict()
   else:
     arrays = {'U_dxY': member}
-  np.savez(part, **arrays, weight=np.float32(weight), kind=np.str_(kind))
-  os.replace(part, path)
+  workdir_lib.write_arrays(pathlib.Path(workdir) / FILE, **arrays, weight=np.float32(weight),
+                           kind=np.str_(kind))
 
 
 def load(workdir) -> dict | None:
   """The saved member ({'member': U d×Y or a kernel.KernelMember, 'weight',
   'kind'}), or None where the run has none. (A damaged file fails its zip
   checksums: an error naming it.)"""
-  path = pathlib.Path(workdir) / FILE
-  if not path.exists():
-    return None
-  try:
-    with zipfile.ZipFile(path) as archive:  # (every member's CRC, not only the bytes read)
-      damaged = archive.testzip()
-    if damaged:
-      raise ValueError(f'{damaged} fails its checksum')
-    with np.load(path) as got:
-      kind = str(got['kind']) if 'kind' in got else 'one_vs_rest'
-      weight = float(got['weight'])
-      member = (kernel.KernelMember(*(got[f] for f in kernel.KernelMember._fields))
-                if kind == 'kernel' and weight else got['U_dxY'])
-      return {'member': member, 'weight': weight, 'kind': kind}
-  except Exception as error:  # (zipfile.BadZipFile, ValueError, KeyError, OSError)
-    raise ValueError(f'{path}: the ensemble member cannot be read ({error}); train the '
-                     'run again, or delete the file to use WSABIE alone') from None
+  def read(got):
+    kind = str(got['kind']) if 'kind' in got else 'one_vs_rest'
+    weight = float(got['weight'])
+    member = (kernel.KernelMember(*(got[f] for f in kernel.KernelMember._fields))
+              if kind == 'kernel' and weight else got['U_dxY'])
+    return {'member': member, 'weight': weight, 'kind': kind}
+  return workdir_lib.read_arrays(pathlib.Path(workdir) / FILE, 'the ensemble member',
+                                 'train the run again, or delete the file to use WSABIE alone',
+                                 read)

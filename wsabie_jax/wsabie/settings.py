@@ -66,6 +66,11 @@ class ModelConfig:
   # which the ensemble's per-image standardisation makes the same model (the
   # linear members only).
   ensemble_idf: str = 'none'
+  # k > 0: the tested ensemble gains the votes of each image's k nearest
+  # training images in WSABIE's embedding space, weighed on the validation
+  # split (wsabie/neighbours.py); 0: none; 'auto': k = 30 on training splits
+  # of a size it suits (neighbours.auto).
+  neighbours: Annotated[int, AUTO] = 0
 
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,
@@ -73,10 +78,14 @@ class ModelConfig:
                          'ensemble_idf': ENSEMBLES})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
                  ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
-                 ensemble_svm_C='>0', ensemble_kernel_C='>0', ensemble_kernel_landmarks='>=1')
+                 ensemble_svm_C='>0', ensemble_kernel_C='>0', ensemble_kernel_landmarks='>=1',
+                 neighbours='>=0')
     if 'kernel' in self.ensemble_idf.split('+'):
       raise ValueError(f"model ensemble_idf={self.ensemble_idf!r}: the kernel member is not "
                        "kept as a d×Y table to weigh by idf; name the linear members only")
+    if self.neighbours not in (0, AUTO) and self.score != 'dot':
+      raise ValueError(f"model neighbours={self.neighbours!r} standardises dot-product scores: "
+                       "it needs score='dot'")
     if self.ensemble not in ('none', AUTO) and self.score != 'dot':
       raise ValueError(f"model ensemble={self.ensemble!r} standardises dot-product scores: it "
                        "needs score='dot'")
