@@ -105,7 +105,7 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   (wsabie/neighbours.py), the tested state's own training images their
   neighbours (the whole file's after a refit)."""
   train, valid, test = splits
-  trained, seconds, refit, chosen, whole = {}, [], {}, {}, []
+  trained, seconds, refit, chosen, whole, near_split = {}, [], {}, {}, [], {}
   k = cfg.model.neighbours
   if k and not isinstance(train, data_lib.SparseDataset):  # (said before any step is taken)
     raise ValueError(f'model.neighbours={k} indexes the training images read whole; streamed '
@@ -135,8 +135,10 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
       alone = _scorer(best, seen)
       kind, weight, _ = linear_member.choose(alone, trained, padded_valid,
                                              config.train.select_metric, eval_kw)
+      if k:  # (the best state's index of the split: the test reads it again where it is tested)
+        near_split[step] = neighbours.index(best.params.V_dxD, train)
       mu = neighbours.choose(linear_member.combined(alone, trained.get(kind), weight), alone[0],
-                             neighbours.index(best.params.V_dxD, train), k, padded_valid,
+                             near_split[step], k, padded_valid,
                              config.train.select_metric, eval_kw)[0] if k else 0.0
       chosen[step] = kind, weight, mu
     return chosen[step]
@@ -181,8 +183,8 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
       if weight and state is not best:  # (a refit made before a resume: trained again here)
         U = on_whole_file(kind)
     # The tested state's neighbours: the images it trained on.
-    near = (neighbours.index(state.params.V_dxD, train if state is best else whole_file())
-            if mu else None)
+    near = (None if not mu else near_split[int(best.step)] if state is best
+            else neighbours.index(state.params.V_dxD, whole_file()))
     if hosts.is_writer():
       linear_member.save(workdir, U, weight, kind or 'none')
       if k:

@@ -21,7 +21,6 @@ import os
 import pathlib
 import socket
 import time
-import zipfile
 
 import ml_collections
 import numpy as np
@@ -46,32 +45,6 @@ def write_file(path, text: str) -> None:
   except OSError as error:
     tmp.unlink(missing_ok=True)
     raise OSError(error.errno, error.strerror, str(path)) from None
-
-
-def write_arrays(path, **arrays) -> None:
-  """An .npz at `path`, written whole or not at all (a rename)."""
-  path = pathlib.Path(path)
-  part = path.with_suffix('.part.npz')
-  np.savez(part, **arrays)
-  os.replace(part, path)
-
-
-def read_arrays(path, what: str, remedy: str, read):
-  """read(the arrays) of the .npz at `path` (None where there is none), every
-  member's zip checksum checked first, not only the bytes read: a damaged or
-  unreadable file is a ValueError naming it, `what` it holds and `remedy`."""
-  path = pathlib.Path(path)
-  if not path.exists():
-    return None
-  try:
-    with zipfile.ZipFile(path) as archive:
-      damaged = archive.testzip()
-    if damaged:
-      raise ValueError(f'{damaged} fails its checksum')
-    with np.load(path) as got:
-      return read(got)
-  except Exception as error:  # (zipfile.BadZipFile, ValueError, KeyError, OSError)
-    raise ValueError(f'{path}: {what} cannot be read ({error}); {remedy}') from None
 
 
 def save_vocabulary(workdir, vocab: dict):

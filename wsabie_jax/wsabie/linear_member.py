@@ -35,7 +35,7 @@ import numpy as np
 from wsabie_jax.baselines import ensemble, kernel, linear, logistic
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import dataset
-from wsabie_jax.training import workdir as workdir_lib
+from wsabie_jax.training import saved_arrays
 from wsabie_jax.wsabie import settings
 
 log = logging.getLogger('wsabie_jax')
@@ -218,7 +218,7 @@ def save(workdir, member, weight: float, kind: str = 'one_vs_rest') -> None:
     arrays = member._asdict()
   else:
     arrays = {'U_dxY': member}
-  workdir_lib.write_arrays(pathlib.Path(workdir) / FILE, **arrays, weight=np.float32(weight),
+  saved_arrays.write(pathlib.Path(workdir) / FILE, **arrays, weight=np.float32(weight),
                            kind=np.str_(kind))
 
 
@@ -232,6 +232,6 @@ def load(workdir) -> dict | None:
     member = (kernel.KernelMember(*(got[f] for f in kernel.KernelMember._fields))
               if kind == 'kernel' and weight else got['U_dxY'])
     return {'member': member, 'weight': weight, 'kind': kind}
-  return workdir_lib.read_arrays(pathlib.Path(workdir) / FILE, 'the ensemble member',
+  return saved_arrays.read(pathlib.Path(workdir) / FILE, 'the ensemble member',
                                  'train the run again, or delete the file to use WSABIE alone',
                                  read)

@@ -37,7 +37,7 @@ import numpy as np
 from wsabie_jax.baselines import ensemble
 from wsabie_jax.core import evaluation, precision
 from wsabie_jax.data import batching
-from wsabie_jax.training import workdir as workdir_lib
+from wsabie_jax.training import saved_arrays
 
 log = logging.getLogger('wsabie_jax')
 
@@ -147,7 +147,7 @@ def save(workdir, neighbours: Neighbours | None, weight: float, k: int) -> None:
   the choice, not the arrays."""
   if not weight or neighbours is None:
     neighbours, weight = Neighbours(np.zeros((0, 0), np.float32), np.zeros((0, 0), np.int32)), 0.0
-  workdir_lib.write_arrays(pathlib.Path(workdir) / FILE, **neighbours._asdict(),
+  saved_arrays.write(pathlib.Path(workdir) / FILE, **neighbours._asdict(),
                            weight=np.float32(weight), k=np.int32(k))
 
 
@@ -156,6 +156,6 @@ def load(workdir) -> dict | None:
   has none. A damaged file is an error naming it."""
   read = lambda got: {'neighbours': Neighbours(*(got[f] for f in Neighbours._fields)),
                       'weight': float(got['weight']), 'k': int(got['k'])}
-  return workdir_lib.read_arrays(pathlib.Path(workdir) / FILE, 'the neighbours term',
+  return saved_arrays.read(pathlib.Path(workdir) / FILE, 'the neighbours term',
                                  'train the run again, or delete the file to test the model '
                                  'without it', read)
