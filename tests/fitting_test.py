@@ -25,7 +25,8 @@ def _split(num_labels: int, positives: dict) -> types.SimpleNamespace:
   counts = np.concatenate([np.full(n, p) for p, n in positives.items()])
   return types.SimpleNamespace(num_labels=num_labels, num_features=1000, num_seen_labels=None,
                                label_indptr=np.concatenate([[0], np.cumsum(counts)]),
-                               num_images=len(counts), feat_idx=np.zeros(0, np.int32))
+                               num_images=len(counts), feat_idx=np.zeros(0, np.int32),
+                               feat_indptr=np.array([0, 10 * len(counts)]))  # 10 values an image
 
 
 SHAPES = {
@@ -75,4 +76,5 @@ def test_fitted_values_are_the_hand_worked_ones(shape):
   split = _split(num_labels, positives)
   assert values['model.ensemble'].startswith('one_vs_rest' if num_labels <= 4096 else 'none')
   assert values['model.ensemble'] == linear_member.auto(len(split.label_indptr) - 1, 1000,
-                                                        num_labels, 'dot')
+                                                        num_labels, 'dot',
+                                                        num_values=10 * split.num_images)

@@ -190,41 +190,65 @@ def test_idf_is_the_smooth_inverse_document_frequency_and_rows_end_unit_length()
       dataset.idf(train)[:3]).feat_val, [1.0, 0.0])
 
 
-@pytest.mark.parametrize('n, d, Y, score, seen, want', [
-    (19_149, 11_975, 433, 'dot', None, 'one_vs_rest'),   # debtags: X too large to read dense
-    (10_328, 501, 983, 'dot', None, 'one_vs_rest+svm'),  # Delicious: n·d·Y 5·10⁹
-    (40_000, 501, 983, 'dot', None, 'one_vs_rest'),      # 2·10¹⁰: One-vs-Rest alone
-    (3_600, 500, 374, 'dot', None, 'one_vs_rest+logistic+svm+kernel'),  # Corel5k
-    (1_090, 295, 6, 'dot', None, 'one_vs_rest+logistic+svm+kernel'),    # scene
-    (19_367, 501, 22, 'dot', None, 'one_vs_rest+logistic+svm'),  # tmc2007-500: n past 4,096
-    (4_000, 500, 600, 'dot', None, 'one_vs_rest+logistic+svm'),  # n·m·Y past 2^32
-    (50, 1_000_000, 433, 'dot', None, 'none'),           # the table past 2^26 floats
-    (50, 100, 5_000, 'dot', None, 'none'),               # labels past MAX_LABELS
-    (50, 500, 100, 'neg_euclidean', None, 'none'),       # scores it does not standardise
-    (50, 500, 100, 'dot', 80, 'none'),                   # a zero-shot hold-out
+@pytest.mark.parametrize('n, d, Y, nnz, score, seen, want', [
+    (19_149, 11_975, 433, 580_000, 'dot', None, 'one_vs_rest'),  # debtags: X too large to read dense
+    (10_328, 501, 983, 204_000, 'dot', None, 'one_vs_rest+svm'),  # Delicious: n·d·Y 5·10⁹
+    (40_000, 501, 983, 400_000, 'dot', None, 'one_vs_rest'),      # 2·10¹⁰: One-vs-Rest alone
+    (40_000, 501, 983, 800_000, 'dot', None, 'none'),  # its epochs 7.9·10⁹ entries past 2^32
+    (3_600, 500, 374, 33_000, 'dot', None, 'one_vs_rest+logistic+svm+kernel'),  # Corel5k
+    (1_090, 295, 6, None, 'dot', None, 'one_vs_rest+logistic+svm+kernel'),    # scene (dense)
+    (19_367, 501, 22, 455_000, 'dot', None, 'one_vs_rest+logistic+svm'),  # tmc2007-500: n past 4,096
+    (4_000, 500, 600, 40_000, 'dot', None, 'one_vs_rest+logistic+svm'),  # n·m·Y past 2^32
+    (50, 1_000_000, 433, 500, 'dot', None, 'none'),           # the table past 2^26 floats
+    (50, 100, 5_000, 500, 'dot', None, 'none'),               # labels past MAX_LABELS
+    (50, 500, 100, 500, 'neg_euclidean', None, 'none'),       # scores it does not standardise
+    (50, 500, 100, 500, 'dot', 80, 'none'),                   # a zero-shot hold-out
 ])
-def test_auto_adds_the_members_where_they_are_cheap(n, d, Y, score, seen, want):
-  from types import SimpleNamespace
+def test_auto_adds_the_members_where_they_are_cheap(n, d, Y, nnz, score, seen, want):
   config = _tiny_config()
   config.model.score = score
   with config.model.ignore_type():
     config.model.ensemble = 'auto'
-  train = SimpleNamespace(num_labels=Y, num_features=d, num_seen_labels=seen,
-                          label_indptr=np.arange(0, 2 * n + 1, 2))
-  assert fitting.fitted(config, train)['model.ensemble'] == want
+  assert fitting.fitted(config, _sizes(n, d, Y, nnz, seen))['model.ensemble'] == want
+
+
+def _sizes(n, d, Y, nnz=None, seen=None):
+  """A training split's sizes as fitting reads them (nnz None: not said, n·d)."""
+  from types import SimpleNamespace
+  return SimpleNamespace(num_labels=Y, num_features=d, num_seen_labels=seen,
+                         label_indptr=np.arange(0, 2 * n + 1, 2),
+                         **({} if nnz is None else {'feat_indptr': np.array([0, nnz])}))
+
+
+@pytest.mark.parametrize('seconds, want', [
+    (0.0, 'one_vs_rest+logistic+svm+kernel'),  # no budget: the whole limits
+    (300.0, 'one_vs_rest+logistic+svm+kernel'),  # past a minute: no more than a minute's
+    (60.0, 'one_vs_rest+logistic+svm+kernel'),
+    (30.0, 'one_vs_rest+logistic+svm'),  # n·m·Y 2.8·10⁹ past 2^32 · 30/60
+    (10.0, 'one_vs_rest+svm'),           # n·d·Y 6.7·10⁸ past 2^31 · 10/60
+    (2.0, 'one_vs_rest'),                # past 2^33 · 2/60 = 2.9·10⁸
+    (1.0, 'none'),                       # One-vs-Rest's 1.2·10⁸ entries past 2^32 / 60
+])
+def test_auto_scales_the_limits_to_a_budget_under_a_minute(seconds, want):
+  """Corel5k's training split (3,600 × 500 × 374, 33,000 values): each
+  member kept where its cost fits the limits × budget / 60 s, so a short run
+  spends no larger share of its seconds on them than a minute's run does."""
+  config = _tiny_config(max_seconds=seconds)
+  with config.model.ignore_type():
+    config.model.ensemble = 'auto'
+  assert fitting.fitted(config, _sizes(3_600, 500, 374, 33_000))['model.ensemble'] == want
+  assert linear_member.budget_share(seconds) == (1.0 if not seconds else min(1.0, seconds / 60))
 
 
 def test_auto_costs_the_kernel_member_at_the_configs_landmarks():
   """n·m·Y past 2^32 at 2,048 landmarks (4,000 × 2,048 × 600), within it at
   the config's 256: the kernel member joins."""
-  from types import SimpleNamespace
   config = _tiny_config()
   with config.model.ignore_type():
     config.model.ensemble = 'auto'
   config.model.ensemble_kernel_landmarks = 256
-  train = SimpleNamespace(num_labels=600, num_features=500, num_seen_labels=None,
-                          label_indptr=np.arange(0, 2 * 4_000 + 1, 2))
-  assert fitting.fitted(config, train)['model.ensemble'] == 'one_vs_rest+logistic+svm+kernel'
+  assert fitting.fitted(config, _sizes(4_000, 500, 600, 40_000))['model.ensemble'] == \
+      'one_vs_rest+logistic+svm+kernel'
 
 
 def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):

@@ -259,13 +259,31 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   assert 0 < panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=4.0,
                               fine_until=3.2) < 5.0
   assert panel.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
-  # With the members their training seconds (a fake clock's 7) come first.
+  # With the members their training seconds (a fake clock's 3 and 4) come first.
   config.model.ensemble = 'one_vs_rest+logistic'
   config.model.update(helpers.QUICK_MEMBERS)
-  ticks = iter([100.0, 107.0])
-  got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05,
-                         clock=lambda: next(ticks))
+  clock = lambda: next(ticks)
+  ticks = iter([100.0, 103.0, 103.0, 107.0])
+  got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05, clock=clock)
   assert 7.0 < got < 12.0
+  # A run of budget B trains the members ensemble_at(B) names: under 4 s
+  # none, under 10 s One-vs-Rest (3 s), then both (7 s). The first pause's
+  # run: none (its steps alone, under 4 s); …
+  ladder = lambda budget: ('none' if 0 < budget < 4 else 'one_vs_rest' if 0 < budget < 10
+                           else 'one_vs_rest+logistic')  # (0: no budget, every member)
+  ticks = iter([100.0, 103.0, 103.0, 107.0])
+  assert 0 < panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05, clock=clock,
+                              ensemble_at=ladder) < 4.0
+  # Scored first after 1 s of steps, under a ladder of none to 0.5 s,
+  # One-vs-Rest to 3.5 s, both after: that run's One-vs-Rest would make its
+  # budget 4 s, which trains both, 8 s: the least P with
+  # ensemble_at(steps + P's seconds) = P.
+  ticks = iter([100.0, 103.0, 103.0, 107.0])
+  ladder = lambda budget: ('none' if 0 < budget < 0.5 else 'one_vs_rest' if 0 < budget < 3.5
+                           else 'one_vs_rest+logistic')
+  got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=1.0, clock=clock,
+                         ensemble_at=ladder)
+  assert 8.0 <= got < 9.5
 
 
 def test_reach_is_scored_finely_within_twice_the_peers_time():
@@ -279,9 +297,9 @@ def test_reach_is_scored_finely_within_twice_the_peers_time():
     return got
   fine = times(panel.pause_times(1.0, fine_until=6.4), 8.5)
   assert fine == [round(0.2 * i, 6) for i in range(1, 33)] + [7.4, 8.4]
-  assert times(panel.pause_times(1.0, fine_until=0.6), 2.7)[:12] == [
-      round(0.05 * i, 6) for i in range(1, 13)]
-  assert times(panel.pause_times(1.0, fine_until=0.6), 2.7)[12:] == [1.6, 2.6]
+  assert times(panel.pause_times(1.0, fine_until=0.2), 2.7)[:20] == [
+      round(0.01 * i, 6) for i in range(1, 21)]
+  assert times(panel.pause_times(1.0, fine_until=0.2), 2.7)[20:] == [1.2, 2.2]
   assert times(panel.pause_times(1.0), 3.5) == [1.0, 2.0, 3.0]
 
 

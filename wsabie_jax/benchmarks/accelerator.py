@@ -300,7 +300,8 @@ def versus_peers(specs, budget: float, config_path: str = panel.DEFAULT_CONFIG,
     row = _end_to_end(name, f'{pathlib.Path(config_path).stem} on {name}', panel.on_data(
         config_path, panel.with_valid(data, panel.VALID_FRACTION), {'train.max_seconds': budget}))
     cfg, _, config, (_, test) = panel.ours_on(config_path, data)
-    found = panel.versus_peers(data, cfg, config, test, threads, peer_names)
+    found = panel.versus_peers(data, cfg, config, test, threads, peer_names,
+                               ensemble_at=panel.ensemble_at(config_path, data))
     best, reach = found.get('best_peer'), found.get('seconds_to_best_peer')
     rows.append({**row, 'threads': threads, **found})
     print(f'  {name}: ' + ('no peer installed' if best is None else

@@ -139,9 +139,11 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
           f'd={train.num_features}, non-zeros mean {stats["mean_nnz"]:.0f} / max '
           f'{stats["max_nnz"]}; ours B={batch_size} K={cfg.loss.num_draws} D={cfg.model.dim}',
           flush=True)
-    snapshots = _ours(config, budgets, runs, seeds)
+    members_at = ensemble_at(config_path, data, overrides)
+    snapshots = _ours(config, budgets, runs, seeds, members_at)
     if with_peers:
-      stats.update(versus_peers(data, cfg, config, test, threads, seeds=seeds))
+      stats.update(versus_peers(data, cfg, config, test, threads, seeds=seeds,
+                                ensemble_at=members_at))
     lightfm_dim = dim or cfg.model.dim
     if importlib.util.find_spec('lightfm') is None:
       print('  LightFM: skipped (not installed; docs/RESULTS.md says how)', flush=True)
@@ -153,7 +155,7 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
       target = max(s['p@1'] for s in snapshots
                    if s['system'] != 'wsabie_jax' and s['budget'] == REACH_AT)
       stats.update(target_p1=target, seconds_to_target=seconds_to(
-          cfg, config, batching.pad_images(test), target))
+          cfg, config, batching.pad_images(test), target, ensemble_at=members_at))
       print(f'  ours reached p@1 {target:.4f} (the better LightFM at {REACH_AT:.0f} s) in '
             + (f'{stats["seconds_to_target"]:.1f} s' if stats['seconds_to_target'] is not None
                else f'more than {REACH_WITHIN:.0f} s'), flush=True)
@@ -175,14 +177,16 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
   return {'rows': rows}
 
 
-def versus_peers(data, cfg, config, test, threads: int, names=None, seeds: int = 1) -> dict:
+def versus_peers(data, cfg, config, test, threads: int, names=None, seeds: int = 1,
+                 ensemble_at=None) -> dict:
   """{'peers': their rows, and where one ran, 'best_peer', 'test_images' and
   'seconds_to_best_peer'}: the extreme-classification libraries
   (benchmarks/peers.py; `names`, all by default) trained to completion with
   `threads` threads on the set's raw and tf-idf features (`data` as the file
   holds it), each row its mean over `seeds` seeds, then ours (`cfg`, `config`:
   ours_settings') trained towards the best one's test p@1 for twice its
-  training time (REACH_WITHIN at least)."""
+  training time (REACH_WITHIN at least), its members at each budget
+  `ensemble_at`'s (`seconds_to`)."""
   raw = load_splits(with_valid(ml_collections.ConfigDict(
       {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}), 0.0))
   found = {'peers': peers.run(raw[0], raw[2], threads, names, seeds=seeds)}
@@ -192,7 +196,7 @@ def versus_peers(data, cfg, config, test, threads: int, names=None, seeds: int =
                  seconds_to_best_peer=seconds_to(
                      cfg, config, batching.pad_images(test), best['p@1'],
                      within=max(REACH_WITHIN, 2 * best['train_seconds']),
-                     fine_until=2 * best['train_seconds']))
+                     fine_until=2 * best['train_seconds'], ensemble_at=ensemble_at))
   return found
 
 
@@ -200,7 +204,7 @@ REACH_AT = 60.0      # LightFM's p@1 at this budget is the target …
 REACH_WITHIN = 30.0  # … ours is trained towards for at most this long
 REACH_EVERY = 1.0    # seconds of steps between test scorings (off the clock) …
 REACH_FINE = 32      # … or this many up to `fine_until` (twice a peer's seconds) …
-REACH_FINEST = 0.05  # … at most this often
+REACH_FINEST = 0.01  # … at most this often
 
 
 def pause_times(every: float, fine_until: float = 0.0):
@@ -214,51 +218,85 @@ def pause_times(every: float, fine_until: float = 0.0):
 
 def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WITHIN,
                every: float = REACH_EVERY, clock=time.perf_counter,
-               fine_until: float = 0.0) -> float | None:
-  """The steps' seconds (compilation and scoring left out) ours takes to
-  reach test p@1 ≥ `target`, scored at `pause_times(every, fine_until)` up
-  to `within`; None where it does not. Trained as the config's runs are (its training file
-  less the validation split); the test file only scores. With the
-  linear members (model.ensemble), their training seconds (compilation left
-  out too) count first, and each scoring weighs them on the validation split
-  as a run does, and the neighbours' votes (model.neighbours) after them."""
+               fine_until: float = 0.0, ensemble_at=None) -> float | None:
+  """The seconds (compilation and scoring left out) a run of ours needs to
+  reach test p@1 ≥ `target`: its steps, scored at `pause_times(every,
+  fine_until)` up to `within`, and the linear members it trains before them
+  (model.ensemble). Trained as the config's runs are (its training file less
+  the validation split); the test file only scores. A run of budget B trains
+  the members `ensemble_at(B)` names (model.ensemble as a run of that budget
+  fits it: `ensemble_at`; None: config.model.ensemble at any budget), so the
+  run a pause after t seconds of steps stands for is the one whose members
+  P = ensemble_at(t + their seconds): its reach t + their seconds. Each
+  scoring weighs the members on the validation split as a run does, and the
+  neighbours' votes (model.neighbours) after them."""
   train, valid, _ = load_splits(config.data)
   reached = []
-  members, spent, k = {}, 0.0, config.model.neighbours if valid.num_images else 0
+  k = config.model.neighbours if valid.num_images else 0
+  at = ensemble_at or (lambda budget: config.model.ensemble)
+  kinds = linear_member.members(at(0.0)) if valid.num_images else ()  # (0: no budget, every one)
+  members, seconds = {}, {}
   padded_valid = batching.pad_images(valid) if valid.num_images else None
-  if linear_member.members(config.model.ensemble) and valid.num_images:
+  if kinds:
     # Trained once off the clock first: their compilation is left out as the
     # steps' is (the timed training is the same, programs compiled).
-    train_members = lambda: linear_member.train_members(config.model.ensemble, train,
-                                                        config.model, config.seed)
-    train_members()
-    start = clock()
-    members = train_members()
-    spent = clock() - start
+    linear_member.train_members('+'.join(kinds), train, config.model, config.seed)
+    for kind in kinds:
+      start = clock()
+      members[kind] = linear_member.train(kind, train, config.model, config.seed)
+      seconds[kind] = clock() - start
 
-  def score(params, pairs, seconds):
-    if not members and not k:
+  def run_after(steps_seconds: float) -> tuple[tuple[str, ...], float]:
+    """(its members, its budget) of the run whose steps take `steps_seconds`:
+    the least P with ensemble_at(steps + P's seconds) = P, from P = ensemble_at(steps) up
+    (a larger budget trains no fewer members)."""
+    kinds_ = linear_member.members(at(steps_seconds)) if kinds else ()
+    while True:
+      budget = steps_seconds + sum(seconds[kind] for kind in kinds_)
+      more = linear_member.members(at(budget)) if kinds else ()
+      if more == kinds_:
+        return kinds_, budget
+      kinds_ = more
+
+  def score(params, pairs, steps_seconds):
+    kinds_, budget = run_after(steps_seconds)
+    if not kinds_ and not k:
       p1 = scored(params, padded_test)['p@1']
     else:
       own = (lambda i, v: evaluation.embed(params.V_dxD, i, v)), params.W_YxD
       eval_kw = {'ks': KS, 'limit': config.train.eval_subset}
-      kind, weight, _ = linear_member.choose(own, members, padded_valid,
+      trained = {kind: members[kind] for kind in kinds_}
+      kind, weight, _ = linear_member.choose(own, trained, padded_valid,
                                              config.train.select_metric, eval_kw)
-      got = linear_member.combined(own, members.get(kind), weight)
+      got = linear_member.combined(own, trained.get(kind), weight)
       if k:  # (the votes' index and choice are scoring's work: off the clock, as validation is)
         near = neighbours.index(params.V_dxD, train)
         mu, _ = neighbours.choose(got, own[0], near, k, padded_valid,
                                   config.train.select_metric, eval_kw)
         got = neighbours.combined(got, own[0], near, k, mu)
       p1 = evaluation.evaluate_ranking(*got, padded_test, ks=KS)['p@1']
-    if p1 >= target:
-      reached.append(seconds + spent)
+    if p1 >= target:  # (a later pause's run has no fewer members: its budget is no smaller)
+      reached.append(budget)
     return bool(reached)  # (reached: training ends)
 
   timed.train_ours(train, cfg, config.train.batch_size, within,
                    positives_per_row=config.train.positives_per_row, on_pause=score,
                    pause_every_seconds=pause_times(every, fine_until))
   return reached[0] if reached else None
+
+
+def ensemble_at(config_path: str, data, overrides: dict | None = None):
+  """budget → model.ensemble as a run of the config on `data` (data_config's;
+  ours' validation split carved) fits it with train.max_seconds = budget (0:
+  none): 'auto' names fewer members under a minute (linear_member.budget_share)."""
+  unfitted = on_data(config_path, with_valid(data, VALID_FRACTION), overrides)
+  train = load_splits(unfitted.data)[0]
+
+  def at(budget: float) -> str:
+    config = ml_collections.ConfigDict(unfitted.to_dict())
+    config.train.max_seconds = float(budget)
+    return fitting.fitted(config, train).get('model.ensemble', config.model.ensemble)
+  return at
 
 
 def scored(params, padded) -> dict:
@@ -274,7 +312,7 @@ RUNS = 3  # ours runs each budget this many times: pairs/s their median (below) 
 ONE_RUN_FROM = 60.0  # … unless its first run lasted this long (its pairs/s steady)
 
 
-def _ours(config, budgets, runs: int = RUNS, seeds: int = 1) -> list[dict]:
+def _ours(config, budgets, runs: int = RUNS, seeds: int = 1, ensemble_at=None) -> list[dict]:
   """This project as a user runs it: the config on the set, its validation
   split choosing the best checkpoint, `train.max_seconds` = the budget
   (wall-clock: compilation and validations count), a separate run for each
@@ -287,10 +325,13 @@ def _ours(config, budgets, runs: int = RUNS, seeds: int = 1) -> list[dict]:
   `seeds` > 1 runs each budget at least that many times, run i with its
   seeds moved by i mod `seeds` (`_seeded`). The test figures are the mean
   of each seed's first run (one seed: the first run, as one run gives
-  them), the pairs/s the median of every run (`_median_run`)."""
+  them), the pairs/s the median of every run (`_median_run`). `ensemble_at`:
+  each budget's members as its run fits them (None: config.model.ensemble's)."""
   out = []
   for budget in budgets:
     config.train.update(max_seconds=float(budget), max_steps=0)  # (num_epochs as configured)
+    if ensemble_at is not None:
+      config.model.ensemble = ensemble_at(budget)
     got = []
     # (A run stopped on patience after a few seconds is as noisy at any budget.)
     while len(got) < seeds or (len(got) < runs and got[0]['train_seconds'] < ONE_RUN_FROM):

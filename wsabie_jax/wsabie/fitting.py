@@ -31,9 +31,11 @@ writes as 'auto' (configs/wsabie_mulan.py), resolved when the method is built
   train.batch_size    B = the power of two nearest rows / steps_per_epoch, within
                       [min_batch, max_batch] (a step's fixed cost would dominate
                       smaller ones)
-  model.ensemble      'one_vs_rest' where the member's d×Y table is small, with
-                      '+logistic', '+svm' and '+kernel' where their L-BFGS
-                      passes are cheap too (wsabie/linear_member.py `auto`), else 'none'
+  model.ensemble      'one_vs_rest' where the member's d×Y table and its epochs
+                      are small, with '+logistic', '+svm' and '+kernel' where
+                      their L-BFGS passes are cheap too, each limit scaled down
+                      in a budget under a minute (wsabie/linear_member.py
+                      `auto`), else 'none'
   model.neighbours    k = 30 nearest training images' votes where the training
                       split holds 301-65,536 images (wsabie/neighbours.py `auto`), else 0
   data.standardize    'center' where the training file's features are dense
@@ -142,7 +144,10 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   if config.model.ensemble == AUTO:  # (not under a zero-shot hold-out: its labels rank by W alone)
     values['model.ensemble'] = (linear_member.auto(len(train.label_indptr) - 1, train.num_features, Y,
                                                    config.model.score,
-                                                   config.model.ensemble_kernel_landmarks)
+                                                   config.model.ensemble_kernel_landmarks,
+                                                   _num_values(train),
+                                                   config.model.ensemble_epochs,
+                                                   config.train.max_seconds)
                                 if train.num_seen_labels is None else 'none')
   if config.model.get('neighbours') == AUTO:  # (the same: a zero-shot label has no neighbours' votes)
     values['model.neighbours'] = (neighbours.auto(len(train.label_indptr) - 1, config.model.score)
@@ -154,6 +159,13 @@ def fitted(config: ml_collections.ConfigDict, train, rules: Rules = Rules()) -> 
   values['data.standardize'] = (shift.kind if shift is not None
                                 else standardize.resolve(config.data.get('standardize', 'none'), train))
   return {name: value for name, value in values.items() if _get(config, name) == AUTO}
+
+
+def _num_values(train) -> int | None:
+  """The training split's stored feature values (None where it does not say:
+  linear_member.auto bounds them by n·d)."""
+  indptr = getattr(train, 'feat_indptr', None)
+  return None if indptr is None else int(indptr[-1])
 
 
 def resolve(config: ml_collections.ConfigDict, train,

@@ -65,6 +65,12 @@ MAX_SVM_PRODUCT = 2 ** 33
 # tmc2007-500's 19,000 nor Delicious' 11,600.
 MAX_KERNEL_PRODUCT = 2 ** 32
 MAX_KERNEL_IMAGES = 2 * kernel.MAX_LANDMARKS
+# … and One-vs-Rest where its PA-I epochs touch at most this many entries
+# (non-zeros · Y · epochs): every panel set's at a minute (debtags' 3·10⁹) …
+MAX_OVR_WORK = 2 ** 32
+# … in a run of a minute or more (or none); a shorter budget scales every
+# limit down in proportion (`budget_share`).
+REFERENCE_SECONDS = 60.0
 # The members baselines/logistic.py fits: kind → (its loss, the model field holding its C)
 LBFGS_MEMBERS = {'logistic': ('log', 'ensemble_logistic_C'),
                  'svm': ('squared_hinge', 'ensemble_svm_C')}
@@ -76,19 +82,38 @@ def members(ensemble: str) -> tuple[str, ...]:
 
 
 def auto(num_images: int, num_features: int, num_labels: int, score: str,
-         landmarks: int = kernel.MAX_LANDMARKS) -> str:
+         landmarks: int = kernel.MAX_LANDMARKS, num_values: int | None = None,
+         epochs: int = 10, budget_seconds: float = 0.0) -> str:
   """model.ensemble 'auto' resolves to: the members that fit data of these
-  sizes (the kernel member's cost at `landmarks`, model.ensemble_kernel_landmarks)."""
+  sizes (the kernel member's cost at `landmarks`, model.ensemble_kernel_landmarks;
+  One-vs-Rest's at `num_values` non-zeros, n·d where None, over `epochs`,
+  model.ensemble_epochs) and a budget of `budget_seconds` (0: none):
+  `budget_share`."""
   if not (num_features * num_labels <= MAX_TABLE_FLOATS and num_labels <= MAX_LABELS
           and score == 'dot'):
     return 'none'
+  share = budget_share(budget_seconds)
   dense = num_images * num_features <= logistic.DENSE_FLOATS
   product = num_images * num_features * num_labels
   kernel_product = num_images * min(num_images, landmarks) * num_labels
-  return '+'.join(['one_vs_rest'] + ['logistic'] * (dense and product <= MAX_LOGISTIC_PRODUCT)
-                  + ['svm'] * (dense and product <= MAX_SVM_PRODUCT)
+  values = num_images * num_features if num_values is None else num_values
+  return '+'.join(['one_vs_rest'] * (values * num_labels * epochs <= share * MAX_OVR_WORK)
+                  + ['logistic'] * (dense and product <= share * MAX_LOGISTIC_PRODUCT)
+                  + ['svm'] * (dense and product <= share * MAX_SVM_PRODUCT)
                   + ['kernel'] * (dense and num_images <= MAX_KERNEL_IMAGES
-                                  and kernel_product <= MAX_KERNEL_PRODUCT))
+                                  and kernel_product <= share * MAX_KERNEL_PRODUCT)) or 'none'
+
+
+def budget_share(budget_seconds: float) -> float:
+  """What share of its limits above a member's cost may reach in a run of
+  `budget_seconds` (train.max_seconds; 0: no budget, the whole limit): the
+  limits are a minute's (REFERENCE_SECONDS), and a shorter budget scales them
+  down, so a member takes no larger share of a short run's seconds than of a
+  minute's. The members train before the steps: under the whole limits a
+  1-s run on Corel5k would spend 4.5 s on them before its first step, where
+  WSABIE with the neighbours' votes alone reads the best peer's test p@1 in
+  0.14 s of steps (docs/RESULTS.md "The members in a short budget")."""
+  return 1.0 if not budget_seconds else min(1.0, budget_seconds / REFERENCE_SECONDS)
 
 
 def train(kind: str, train_ds, model_cfg, seed: int, start=None):
