@@ -50,7 +50,8 @@ class ModelConfig:
   # Gaussian kernel (C = ensemble_kernel_C; baselines/kernel.py), before WSABIE's steps, and adds its
   # standardised scores at the weight the validation split picks (0 included);
   # 'one_vs_rest+logistic' (any '+' of them): each trained, validation picks the
-  # member too; 'auto': those whose cost is small (linear_member.auto).
+  # member too; 'auto': those whose cost is small for the data and the budget
+  # (linear_member.auto).
   ensemble: str = 'none'
   ensemble_C: float = 0.1
   ensemble_epochs: int = 10
