@@ -16,6 +16,7 @@ import types
 
 import pytest
 
+from wsabie_jax.api import cli
 from wsabie_jax.core import echoes, signal_notes
 from wsabie_jax.training import interrupts
 
@@ -191,6 +192,22 @@ def test_sighup_saves_as_sigterm_does(tmp_path):
   assert last.startswith('SIGHUP (hang-up: a closed terminal or a scheduler) at step '), rest
   step = int(last.split('at step ')[1].split(';')[0])
   assert (tmp_path / 'run/checkpoints' / str(step)).is_dir()
+
+
+def test_ctrl_c_cancels_a_timer_a_library_left_waiting():
+  """A Ctrl-C inside JAX's backend start-up left its 60-s warning timer
+  running (started before the try that cancels it): the exit waited for it
+  and printed the warning after the one line. The line's handler cancels it."""
+  import threading
+  fired = []
+  timer = threading.Timer(60.0, lambda: fired.append(True))
+  timer.start()
+  with pytest.raises(SystemExit) as exit_:
+    with cli.one_line_errors():
+      raise KeyboardInterrupt
+  assert exit_.value.code == 128 + signal.SIGINT
+  timer.join(timeout=30.0)  # (a bound, not a speed: a cancelled timer ends at once)
+  assert not timer.is_alive() and not fired
 
 
 @pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM])

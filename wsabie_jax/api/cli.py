@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import textwrap
+import threading
 from typing import Callable
 
 from absl import app, flags
@@ -111,6 +112,7 @@ def one_line_errors():
   except KeyboardInterrupt:
     signum = signal_notes.received[-1] if signal_notes.received else signal.SIGINT
     print(f'error: interrupted ({signal.Signals(signum).name})', file=sys.stderr)
+    _cancel_timers()
     sys.exit(128 + signum)
   except BrokenPipeError:  # `… | head`: the reader has what it wanted; quiet, as Unix tools are
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the exit's flush)
@@ -120,6 +122,17 @@ def one_line_errors():
     if line is None:
       raise
     sys.exit(f'error: {line}')
+
+
+def _cancel_timers() -> None:
+  """Cancels every threading.Timer still waiting. A signal that lands inside a
+  library's start-up can leave one running: JAX starts its 60-s "TPU backend
+  initialization is taking more than 60 seconds" warning just before the try
+  that cancels it, so a Ctrl-C there held the exit for 60 s and printed the
+  warning after the one line (a timer thread is not a daemon)."""
+  for thread in threading.enumerate():
+    if isinstance(thread, threading.Timer):
+      thread.cancel()
 
 
 # --- the config flag: loaded once, its errors in one line --------------------
