@@ -240,6 +240,22 @@ def test_auto_scales_the_limits_to_a_budget_under_a_minute(seconds, want):
   assert linear_member.budget_share(seconds) == (1.0 if not seconds else min(1.0, seconds / 60))
 
 
+def test_the_shipped_corel5k_trains_the_members_its_budget_affords():
+  """docs/RESULTS.md "The members in a short budget": the Mulan config on the
+  shipped Corel5k (its 90% training split, 4,050 images) names these members
+  at these budgets, as `launch/train.py --config.train.max_seconds=S` fits them."""
+  from wsabie_jax.api import configs
+  from wsabie_jax.methods import wsabie
+  config = configs.load('wsabie_mulan')
+  got = {}
+  for seconds in (1.0, 2.0, 10.0, 30.0, 60.0, 0.0):
+    config.train.max_seconds = seconds
+    got[seconds] = wsabie.fit(config)[1]['model.ensemble']
+  every = 'one_vs_rest+logistic+svm+kernel'
+  assert got == {1.0: 'none', 2.0: 'one_vs_rest', 10.0: 'one_vs_rest+svm',
+                 30.0: 'one_vs_rest+logistic+svm', 60.0: every, 0.0: every}
+
+
 def test_auto_costs_the_kernel_member_at_the_configs_landmarks():
   """n·m·Y past 2^32 at 2,048 landmarks (4,000 × 2,048 × 600), within it at
   the config's 256: the kernel member joins."""
