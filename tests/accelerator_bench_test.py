@@ -44,14 +44,14 @@ def test_the_panel_table_runs_the_config_beside_the_peers_on_every_thread(tmp_pa
   peer's p@1 (scored every REACH_EVERY of steps, for at most 2 s here)."""
   from tests import helpers
   from tests.peers_test import _easy
-  from wsabie_jax.benchmarks import panel, peers
+  from wsabie_jax.benchmarks import peers, reach
   from wsabie_jax.data.libsvm import write_libsvm
   if not peers.PEERS['sklearn_ovr'].available():
     pytest.skip('scikit-learn is not installed')
   write_libsvm(_easy(600), tmp_path / 'train.txt')
   write_libsvm(_easy(200, seed=1), tmp_path / 'test.txt')
   helpers.FakeClock(per_read=0.01).install(monkeypatch)
-  monkeypatch.setattr(panel, 'REACH_WITHIN', 2.0)
+  monkeypatch.setattr(reach, 'REACH_WITHIN', 2.0)
   rows = accelerator.versus_peers([f'libsvm:{tmp_path / "train.txt"}:{tmp_path / "test.txt"}'],
                                   budget=2.0, peer_names=['sklearn_ovr'])
   [row] = rows

@@ -12,7 +12,7 @@ from tests import helpers
 from wsabie_jax import config as config_lib
 from wsabie_jax.config import args
 from wsabie_jax.data import corel5k_paths, load_splits
-from wsabie_jax.benchmarks import panel, panel_search, panel_table, peers
+from wsabie_jax.benchmarks import panel, panel_search, panel_table, peers, reach
 from wsabie_jax.wsabie import linear_member
 from wsabie_jax.core import native_rows
 from wsabie_jax.data import batching
@@ -133,12 +133,12 @@ def test_ratio_table():
   row = {'set': 's', 'budget': 10.0, 'dim': 128, 'p@5': 0.1, 'map': 0.2, 'epochs': 1.0}
   rows = _cell(row, {'p@1': 0.6, 'pairs_per_sec': 50.0}, {'p@1': 0.5, 'pairs_per_sec': 100.0},
                {'p@1': 0.4, 'pairs_per_sec': 10.0})
-  text = panel_table.table(rows, panel.REACH_AT, panel.REACH_WITHIN)
+  text = panel_table.table(rows, reach.REACH_AT, reach.REACH_WITHIN)
   assert '| s | 10 s | wsabie_jax | 128 | 0.600 | 0.100 | 0.200 | 50 | 1.0 |' in text
   assert '| s | 10 s | 1.20 | 0.50 |' in text
-  reach = ([{**r, 'set': 'a', 'target_p1': 0.5, 'seconds_to_target': 3.0} for r in rows]
-           + [{**r, 'set': 'b', 'target_p1': 0.9, 'seconds_to_target': None} for r in rows])
-  text = panel_table.table(reach, panel.REACH_AT, panel.REACH_WITHIN)
+  reached = ([{**r, 'set': 'a', 'target_p1': 0.5, 'seconds_to_target': 3.0} for r in rows]
+             + [{**r, 'set': 'b', 'target_p1': 0.9, 'seconds_to_target': None} for r in rows])
+  text = panel_table.table(reached, reach.REACH_AT, reach.REACH_WITHIN)
   assert '| a | 0.500 | 3.0 s |' in text and '| b | 0.900 | > 30 s |' in text
 
 
@@ -147,7 +147,7 @@ def test_seeded_rows_give_the_gap_in_standard_errors():
          'pairs_per_sec': 10.0}
   rows = _cell(row, {'p@1': 0.70, 'p@1_sem': 0.003}, {'p@1': 0.72, 'p@1_sem': 0.004},
                {'p@1': 0.60, 'p@1_sem': 0.001})
-  text = panel_table.table(rows, panel.REACH_AT, panel.REACH_WITHIN)
+  text = panel_table.table(rows, reach.REACH_AT, reach.REACH_WITHIN)
   # −0.020 over √(0.003² + 0.004²) = 0.005: four standard errors, against the better LightFM
   assert '| s | 60 s | 0.97 | 1.00 | -0.020 (-4.0) |' in text
   assert '| s | 60 s | wsabie_jax | 8 | 0.700 ± 0.003 |' in text
@@ -247,7 +247,7 @@ def test_every_search_candidate_builds_a_step(tmp_path):
 
 
 def test_seconds_to_a_p1_stops_when_reached(tmp_path):
-  """panel.seconds_to: the seconds of steps to a test p@1; training ends once
+  """reach.seconds_to: the seconds of steps to a test p@1; training ends once
   it is reached (a target of 0 at the first scoring), None where it is not
   (above 1). The time asserted is the budget's bound, not the machine's speed."""
   name, data = panel.data_config(str(_mulan_folder(tmp_path, train_rows=1000)))
@@ -256,15 +256,15 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   padded = batching.pad_images(load_splits(config.data)[2])
   config.model.ensemble = 'none'
   # (scored on the fine grid from its first step, 0.1 s, not the coarse one's 4 s)
-  assert 0 < panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=4.0,
+  assert 0 < reach.seconds_to(cfg, config, padded, 0.0, within=5.0, every=4.0,
                               fine_until=3.2) < 5.0
-  assert panel.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
+  assert reach.seconds_to(cfg, config, padded, 1.01, within=0.2, every=0.05) is None
   # With the members their training seconds (a fake clock's 3 and 4) come first.
   config.model.ensemble = 'one_vs_rest+logistic'
   config.model.update(helpers.QUICK_MEMBERS)
   clock = lambda: next(ticks)
   ticks = iter([100.0, 103.0, 103.0, 107.0])
-  got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05, clock=clock)
+  got = reach.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05, clock=clock)
   assert 7.0 < got < 12.0
   # A run of budget B trains the members ensemble_at(B) names: under 4 s
   # none, under 10 s One-vs-Rest (3 s), then both (7 s). The first pause's
@@ -272,7 +272,7 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   ladder = lambda budget: ('none' if 0 < budget < 4 else 'one_vs_rest' if 0 < budget < 10
                            else 'one_vs_rest+logistic')  # (0: no budget, every member)
   ticks = iter([100.0, 103.0, 103.0, 107.0])
-  assert 0 < panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05, clock=clock,
+  assert 0 < reach.seconds_to(cfg, config, padded, 0.0, within=5.0, every=0.05, clock=clock,
                               ensemble_at=ladder) < 4.0
   # Scored first after 1 s of steps, under a ladder of none to 0.5 s,
   # One-vs-Rest to 3.5 s, both after: that run's One-vs-Rest would make its
@@ -281,13 +281,13 @@ def test_seconds_to_a_p1_stops_when_reached(tmp_path):
   ticks = iter([100.0, 103.0, 103.0, 107.0])
   ladder = lambda budget: ('none' if 0 < budget < 0.5 else 'one_vs_rest' if 0 < budget < 3.5
                            else 'one_vs_rest+logistic')
-  got = panel.seconds_to(cfg, config, padded, 0.0, within=5.0, every=1.0, clock=clock,
+  got = reach.seconds_to(cfg, config, padded, 0.0, within=5.0, every=1.0, clock=clock,
                          ensemble_at=ladder)
   assert 8.0 <= got < 9.5
 
 
 def test_reach_is_scored_finely_within_twice_the_peers_time():
-  """panel.pause_times: REACH_FINE scorings up to twice the peer's seconds
+  """reach.pause_times: REACH_FINE scorings up to twice the peer's seconds
   (no finer than REACH_FINEST), then one every REACH_EVERY; none fine
   without a peer's time (the old 1-s grid)."""
   def times(after, until):
@@ -295,12 +295,12 @@ def test_reach_is_scored_finely_within_twice_the_peers_time():
     while (t := after(t)) <= until:
       got.append(round(t, 6))
     return got
-  fine = times(panel.pause_times(1.0, fine_until=6.4), 8.5)
+  fine = times(reach.pause_times(1.0, fine_until=6.4), 8.5)
   assert fine == [round(0.2 * i, 6) for i in range(1, 33)] + [7.4, 8.4]
-  assert times(panel.pause_times(1.0, fine_until=0.2), 2.7)[:20] == [
+  assert times(reach.pause_times(1.0, fine_until=0.2), 2.7)[:20] == [
       round(0.01 * i, 6) for i in range(1, 21)]
-  assert times(panel.pause_times(1.0, fine_until=0.2), 2.7)[20:] == [1.2, 2.2]
-  assert times(panel.pause_times(1.0), 3.5) == [1.0, 2.0, 3.0]
+  assert times(reach.pause_times(1.0, fine_until=0.2), 2.7)[20:] == [1.2, 2.2]
+  assert times(reach.pause_times(1.0), 3.5) == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.slow  # the profile benchmark end to end: a trace and the kernel's A/B compiled
@@ -454,14 +454,14 @@ def test_the_peer_table_names_the_best_peer_and_the_reach():
           {**best, 'set': 'corel5k', 'budget': 60.0, 'system': 'wsabie_jax', 'dim': 128,
            'p@1': 0.92, 'map': 0.3, 'pairs_per_sec': 1.0, 'epochs': 1.0, 'best_peer': best,
            'test_images': 500, 'seconds_to_best_peer': 3.0}]
-  lines = peers.table(rows, panel.REACH_WITHIN).splitlines()
+  lines = peers.table(rows, reach.REACH_WITHIN).splitlines()
   assert lines[2] == ('| debtags | 60 s | 0.899 | 0.454 | omikuji_bonsai (raw) | '
                       '0.915 / 0.618 / 0.459 | 7.90 | behind | not within 30 s |')
   assert lines[3].endswith('| 7.90 | ahead | 3.00 s, within |')
   rows[1].update(seconds_to_best_peer=7.91)
-  assert peers.table(rows, panel.REACH_WITHIN).splitlines()[3].endswith('| 7.91 s, over |')
+  assert peers.table(rows, reach.REACH_WITHIN).splitlines()[3].endswith('| 7.91 s, over |')
   best['p@1_sem'] = 0.0012  # (the peer's mean over seeds: its standard error beside it)
-  debtags = peers.table(rows, panel.REACH_WITHIN).splitlines()[2]
+  debtags = peers.table(rows, reach.REACH_WITHIN).splitlines()[2]
   assert '| 0.915 ± 0.001 / 0.618 / 0.459 |' in debtags
 
 

@@ -13,7 +13,7 @@ checkpoint and `train.max_seconds` set to the budget, one run per budget
 (its validation interval fits the budget: train.evals_per_budget), so
 compilation and validation count against it; a budget whose first run
 lasts under 60 s runs three times, pairs/s their median (`_ours`). Then the seconds of steps ours takes
-to reach the better LightFM's 60-s test p@1 (`seconds_to`). A set costs
+to reach the better LightFM's 60-s test p@1 (benchmarks/reach.py). A set costs
 about 13 minutes at 10, 60 and 300 s on 2 cores (LightFM's two 300-s runs
 are most of it); 2 minutes without the 300.
 
@@ -39,12 +39,12 @@ from wsabie_jax import config as config_lib
 from wsabie_jax.data import settings as data_settings
 from wsabie_jax.core import evaluation
 from wsabie_jax.data import batching, load_splits
-from wsabie_jax.benchmarks import panel_table, peers, standins, timed
+from wsabie_jax.benchmarks import panel_table, peers, reach, standins, timed
 from wsabie_jax.api import run
 from wsabie_jax.methods import wsabie as wsabie_method
-from wsabie_jax.wsabie import fitting, linear_member, neighbours
+from wsabie_jax.wsabie import fitting
 
-KS = (1, 5)
+KS = reach.KS
 VALID_FRACTION = 0.1  # ours: carved from the training file to choose the checkpoint
 DEFAULT_CONFIG = 'configs/wsabie_mulan.py'
 
@@ -151,14 +151,14 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
       for max_sampled in lightfm_settings(train.num_labels):
         snapshots += _lightfm_seeds(train, test, lightfm_dim, threads, budgets, max_sampled,
                                     seeds)
-    if REACH_AT in budgets and len(snapshots) > len(budgets):  # the seconds ours takes to reach the better LightFM's 60-s p@1
+    if reach.REACH_AT in budgets and len(snapshots) > len(budgets):  # the seconds ours takes to reach the better LightFM's 60-s p@1
       target = max(s['p@1'] for s in snapshots
-                   if s['system'] != 'wsabie_jax' and s['budget'] == REACH_AT)
-      stats.update(target_p1=target, seconds_to_target=seconds_to(
+                   if s['system'] != 'wsabie_jax' and s['budget'] == reach.REACH_AT)
+      stats.update(target_p1=target, seconds_to_target=reach.seconds_to(
           cfg, config, batching.pad_images(test), target, ensemble_at=members_at))
-      print(f'  ours reached p@1 {target:.4f} (the better LightFM at {REACH_AT:.0f} s) in '
+      print(f'  ours reached p@1 {target:.4f} (the better LightFM at {reach.REACH_AT:.0f} s) in '
             + (f'{stats["seconds_to_target"]:.1f} s' if stats['seconds_to_target'] is not None
-               else f'more than {REACH_WITHIN:.0f} s'), flush=True)
+               else f'more than {reach.REACH_WITHIN:.0f} s'), flush=True)
     for s in snapshots:
       rows.append({**stats, **s})
       member = ('' if s.get('ensemble_weight') is None
@@ -171,9 +171,9 @@ def compare(specs, budgets=(10.0, 60.0, 300.0), dim: int | None = None, threads:
             f'p@5 {s["p@5"]:.4f}  MAP {s["map"]:.4f}  {s["pairs_per_sec"]:>9,.0f} pairs/s  '
             f'{s["epochs"]:6.1f} epochs'
             + member, flush=True)
-  print(panel_table.table(rows, REACH_AT, REACH_WITHIN))
+  print(panel_table.table(rows, reach.REACH_AT, reach.REACH_WITHIN))
   if any('best_peer' in r for r in rows):
-    print(peers.table(rows, REACH_WITHIN))
+    print(peers.table(rows, reach.REACH_WITHIN))
   return {'rows': rows}
 
 
@@ -185,110 +185,25 @@ def versus_peers(data, cfg, config, test, threads: int, names=None, seeds: int =
   `threads` threads on the set's raw and tf-idf features (`data` as the file
   holds it), each row its mean over `seeds` seeds, then ours (`cfg`, `config`:
   ours_settings') trained towards the best one's test p@1 for twice its
-  training time (REACH_WITHIN at least), its members at each budget
-  `ensemble_at`'s (`seconds_to`)."""
+  training time (reach.REACH_WITHIN at least), its members at each budget
+  `ensemble_at`'s (reach.seconds_to)."""
   raw = load_splits(with_valid(ml_collections.ConfigDict(
       {**data.to_dict(), 'normalize': 'none', 'bias_feature': 0.0}), 0.0))
   found = {'peers': peers.run(raw[0], raw[2], threads, names, seeds=seeds)}
   best = peers.best(found['peers'])
   if best is not None:
     found.update(best_peer=best, test_images=test.num_images,
-                 seconds_to_best_peer=seconds_to(
+                 seconds_to_best_peer=reach.seconds_to(
                      cfg, config, batching.pad_images(test), best['p@1'],
-                     within=max(REACH_WITHIN, 2 * best['train_seconds']),
+                     within=max(reach.REACH_WITHIN, 2 * best['train_seconds']),
                      fine_until=2 * best['train_seconds'], ensemble_at=ensemble_at))
   return found
-
-
-REACH_AT = 60.0      # LightFM's p@1 at this budget is the target …
-REACH_WITHIN = 30.0  # … ours is trained towards for at most this long
-REACH_EVERY = 1.0    # seconds of steps between test scorings (off the clock) …
-REACH_FINE = 32      # … or this many up to `fine_until` (twice a peer's seconds) …
-REACH_FINEST = 0.01  # … at most this often
-
-
-def pause_times(every: float, fine_until: float = 0.0):
-  """The next scoring's seconds after the last's: every `every`, but up to
-  `fine_until` every max(REACH_FINEST, fine_until / REACH_FINE). Where the
-  peer trains in 0.3 s, a 1-s grid could only read ours' reach as 1 s or
-  more (yeast: 1.1 s on it, 0.19-0.26 s on the fine one)."""
-  fine = max(REACH_FINEST, fine_until / REACH_FINE)
-  return lambda last: last + (fine if last + fine <= fine_until * (1 + 1e-9) else every)
-
-
-def seconds_to(cfg, config, padded_test, target: float, within: float = REACH_WITHIN,
-               every: float = REACH_EVERY, clock=time.perf_counter,
-               fine_until: float = 0.0, ensemble_at=None) -> float | None:
-  """The seconds (compilation and scoring left out) a run of ours needs to
-  reach test p@1 ≥ `target`: its steps, scored at `pause_times(every,
-  fine_until)` up to `within`, and the linear members it trains before them
-  (model.ensemble). Trained as the config's runs are (its training file less
-  the validation split); the test file only scores. A run of budget B trains
-  the members `ensemble_at(B)` names (model.ensemble as a run of that budget
-  fits it: `ensemble_at`; None: config.model.ensemble at any budget), so the
-  run a pause after t seconds of steps stands for is the one whose members
-  P = ensemble_at(t + their seconds): its reach t + their seconds. Each
-  scoring weighs the members on the validation split as a run does, and the
-  neighbours' votes (model.neighbours) after them."""
-  train, valid, _ = load_splits(config.data)
-  reached = []
-  k = config.model.neighbours if valid.num_images else 0
-  at = ensemble_at or (lambda budget: config.model.ensemble)
-  kinds = linear_member.members(at(0.0)) if valid.num_images else ()  # (0: no budget, every one)
-  members, seconds = {}, {}
-  padded_valid = batching.pad_images(valid) if valid.num_images else None
-  if kinds:
-    # Trained once off the clock first: their compilation is left out as the
-    # steps' is (the timed training is the same, programs compiled).
-    linear_member.train_members('+'.join(kinds), train, config.model, config.seed)
-    for kind in kinds:
-      start = clock()
-      members[kind] = linear_member.train(kind, train, config.model, config.seed)
-      seconds[kind] = clock() - start
-
-  def run_after(steps_seconds: float) -> tuple[tuple[str, ...], float]:
-    """(its members, its budget) of the run whose steps take `steps_seconds`:
-    the least P with ensemble_at(steps + P's seconds) = P, from P = ensemble_at(steps) up
-    (a larger budget trains no fewer members)."""
-    kinds_ = linear_member.members(at(steps_seconds)) if kinds else ()
-    while True:
-      budget = steps_seconds + sum(seconds[kind] for kind in kinds_)
-      more = linear_member.members(at(budget)) if kinds else ()
-      if more == kinds_:
-        return kinds_, budget
-      kinds_ = more
-
-  def score(params, pairs, steps_seconds):
-    kinds_, budget = run_after(steps_seconds)
-    if not kinds_ and not k:
-      p1 = scored(params, padded_test)['p@1']
-    else:
-      own = (lambda i, v: evaluation.embed(params.V_dxD, i, v)), params.W_YxD
-      eval_kw = {'ks': KS, 'limit': config.train.eval_subset}
-      trained = {kind: members[kind] for kind in kinds_}
-      kind, weight, _ = linear_member.choose(own, trained, padded_valid,
-                                             config.train.select_metric, eval_kw)
-      got = linear_member.combined(own, trained.get(kind), weight)
-      if k:  # (the votes' index and choice are scoring's work: off the clock, as validation is)
-        near = neighbours.index(params.V_dxD, train)
-        mu, _ = neighbours.choose(got, own[0], near, k, padded_valid,
-                                  config.train.select_metric, eval_kw)
-        got = neighbours.combined(got, own[0], near, k, mu)
-      p1 = evaluation.evaluate_ranking(*got, padded_test, ks=KS)['p@1']
-    if p1 >= target:  # (a later pause's run has no fewer members: its budget is no smaller)
-      reached.append(budget)
-    return bool(reached)  # (reached: training ends)
-
-  timed.train_ours(train, cfg, config.train.batch_size, within,
-                   positives_per_row=config.train.positives_per_row, on_pause=score,
-                   pause_every_seconds=pause_times(every, fine_until))
-  return reached[0] if reached else None
 
 
 def ensemble_at(config_path: str, data, overrides: dict | None = None):
   """budget → model.ensemble as a run of the config on `data` (data_config's;
   ours' validation split carved) fits it with train.max_seconds = budget (0:
-  none): 'auto' names fewer members under a minute (linear_member.budget_share)."""
+  none): 'auto' names fewer members under a minute (wsabie/linear_member.py `budget_share`)."""
   unfitted = on_data(config_path, with_valid(data, VALID_FRACTION), overrides)
   train = load_splits(unfitted.data)[0]
 
