@@ -35,7 +35,8 @@ Suites:
              better LightFM's 60-s p@1. Sets: 'corel5k', a Mulan folder
              (NAME-train.arff, NAME-test.arff, NAME.xml), libsvm:TRAIN:TEST, or a
              stand-in standin:text, standin:many_labels, standin:many_tags
-             (benchmarks/standins.py, written once under $WSABIE_JAX_CACHE).
+             (benchmarks/standins.py, written once under $WSABIE_JAX_CACHE);
+             holdout:SET: SET's training file alone, a fifth held out as its test file.
              python launch/benchmark.py --suite=panel --panel=corel5k,DIR/enron,…,standin:text
              (--panel_override=train.select_metric=p@1: ours with one setting changed;
              --panel_seeds=3: every system at seeds 0-2, each cell mean ± standard error)

@@ -49,6 +49,10 @@ SHAPES = {
     # (the 5,500 images are not): rate 0.05, B at its ceiling.
     'large_by_rows': (400, {1: 5000, 30: 500}, {}, dict(
         K=100, kind='warp', draws='per_row', violators='first', rate=0.05, Q=5, B=1024)),
+    # tmc2007-500's shape: 20,000 × 2 over Y 22: Q 3, rows 20,000 ≥ 6,144: large, and K
+    # 21 covers the 21 negatives: the exact rank at the large set's rate, B at its ceiling.
+    'large_few_labels': (22, {2: 20000}, {}, dict(
+        K=21, kind='exact', draws='per_row', violators='all', rate=0.025, Q=3, B=1024)),
     # A user's Q = 1 (a pair a row): rows are the 3,000 pairs → B 512; Y 3,000 > 24·101.
     'pairs_a_row': (3000, {1: 1000, 2: 1000}, {'train.positives_per_row': 1}, dict(
         K=300, kind='warp', draws='per_batch', violators='all', rate=0.01, Q=1, B=128)),

@@ -46,6 +46,20 @@ def test_panel_entries(tmp_path):
     panel.data_config(str(tmp_path / 'empty'))
 
 
+def test_a_held_out_fifth_of_the_training_file_stands_for_the_test_file(tmp_path, monkeypatch):
+  monkeypatch.setenv('WSABIE_JAX_CACHE', str(tmp_path / 'cache'))
+  folder = _mulan_folder(tmp_path, train_rows=500)
+  name, data = panel.data_config(f'holdout:{folder}')
+  assert name == 'toy (held out)' and data.kind == 'libsvm' and data.validation_fraction == 0.0
+  whole = load_splits(panel.data_config(str(folder))[1])[0]
+  train, _, test = load_splits(data)
+  assert (train.num_images, test.num_images) == (400, 100)  # (the test file never read)
+  rows = lambda ds: {(tuple(ds.features(i)[0]), tuple(ds.labels(i))) for i in range(ds.num_images)}
+  assert rows(train) | rows(test) == rows(whole) and not rows(train) & rows(test)
+  again = panel.data_config(f'holdout:{folder}')[1]  # (written once: read again the same)
+  assert rows(load_splits(again)[2]) == rows(test)
+
+
 def test_data_agnostic_config_follows_the_data(tmp_path):
   """K = min(Y − 1, 100) (the exact rank where that is every negative), Q = ⌈mean positives⌉ + 1, B the power of two
   nearest rows/6 within [128, 1024]; loading the config reads no data."""

@@ -23,7 +23,9 @@ one run each reads a cell at parity as a coin flip.
 
 A set is 'corel5k' (shipped), a folder of Mulan files (NAME-train.arff,
 NAME-test.arff, NAME.xml, as Mulan distributes them), a libsvm pair
-'libsvm:TRAIN:TEST', or a stand-in 'standin:NAME' (benchmarks/standins.py).
+'libsvm:TRAIN:TEST', or a stand-in 'standin:NAME' (benchmarks/standins.py);
+'holdout:SET' is SET's training file alone, a fifth of it held out as the
+test file (`held_out`): a change tuned on it never reads SET's test file.
 """
 from __future__ import annotations
 
@@ -37,8 +39,8 @@ import numpy as np
 
 from wsabie_jax import config as config_lib
 from wsabie_jax.data import settings as data_settings
-from wsabie_jax.core import evaluation
-from wsabie_jax.data import batching, load_splits
+from wsabie_jax.core import evaluation, user_cache
+from wsabie_jax.data import batching, libsvm, load_splits, read_split
 from wsabie_jax.benchmarks import panel_table, peers, reach, standins, timed
 from wsabie_jax.api import run
 from wsabie_jax.methods import wsabie as wsabie_method
@@ -56,6 +58,10 @@ FEATURE_KEYS = ('bias_feature', 'normalize', 'standardize')
 def data_config(spec: str):
   """(name, config.data) of a panel entry, with no validation split (both
   systems train on the whole training file)."""
+  if spec.startswith('holdout:'):
+    name, data = data_config(spec.split(':', 1)[1])
+    folder = held_out(name, data)
+    return f'{name} (held out)', data_config(f'libsvm:{folder}/train.txt:{folder}/test.txt')[1]
   if spec == 'corel5k':
     from wsabie_jax.data import corel5k_paths
     train, test, labels = corel5k_paths()
@@ -75,6 +81,25 @@ def data_config(spec: str):
     name = pathlib.Path(data.train_path).name[:-len('-train.arff')]
   data.validation_fraction = 0.0
   return name, data
+
+
+HELD_OUT = 5  # holdout:SET tests on one in this many of SET's training examples
+
+
+def held_out(name: str, data, root=None) -> pathlib.Path:
+  """The folder holding train.txt and test.txt (libsvm) cut from `data`'s
+  training file alone (a seeded permutation's first 1/HELD_OUT the test),
+  written on first use under `root` (default $WSABIE_JAX_CACHE/holdout)."""
+  out = pathlib.Path(root or user_cache.root() / 'holdout') / name
+  if not (out / 'test.txt').exists():
+    out.mkdir(parents=True, exist_ok=True)
+    whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
+    order = np.random.default_rng(0).permutation(whole.num_images)
+    test = np.sort(order[:whole.num_images // HELD_OUT])
+    for split, rows in (('train', np.setdiff1d(order, test)), ('test', test)):
+      libsvm.write_libsvm(whole.subset(rows), out / f'{split}.txt.partial')
+      (out / f'{split}.txt.partial').rename(out / f'{split}.txt')  # whole files only
+  return out
 
 
 def on_data(config_path: str, data, overrides: dict | None = None) -> ml_collections.ConfigDict:
