@@ -116,7 +116,8 @@ def test_what_a_resume_may_change_is_marked_on_the_fields():
       'train.gather_ahead', 'train.call_length', 'train.deterministic',
       'eval.batch_size',
       'eval.label_chunk',
-      'loss.label_chunk'}
+      'loss.label_chunk',
+      'model.ensemble_choice', 'model.ensemble_pick', 'model.ensemble_choice_seconds'}
 
 
 def test_print_config_names_where_each_value_came_from():

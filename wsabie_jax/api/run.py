@@ -2,10 +2,12 @@
 restore a workdir's best model, evaluate it, annotate with it."""
 from __future__ import annotations
 
+import jax
 import ml_collections
 
 from wsabie_jax import methods
 from wsabie_jax.training import checkpoints, identity, loop, workdir as workdir_lib
+from wsabie_jax.api import fold_choice
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bool = False,
@@ -16,6 +18,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, force_new: bo
   moves a previous run in workdir aside instead of resuming it;
   `allow_data_change` resumes on data files that changed since."""
   config = methods.check(config)
+  if config.method == 'wsabie':  # (the member and λ chosen on folds first, where asked)
+    config = fold_choice.chosen(config, None if force_new else workdir, train_and_evaluate,
+                                Restored, methods.get('wsabie').fit, jax.process_count())
   return loop.train_and_evaluate(config, workdir, methods.build, force_new, allow_data_change)
 
 

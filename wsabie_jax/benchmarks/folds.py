@@ -13,7 +13,9 @@ examples of a test file, which is never read. With `choice` (--folds_choice)
 every (member, λ) of the config's ensemble grid (wsabie/linear_member.py) is
 scored on each fold too, and each fold's pair chosen by its MAP pooled over
 the other folds: the member and weight chosen on four fifths of the file
-against the config's own choice on a tenth (its validation split). With
+against the config's own choice (on its validation split, or on folds of
+its own training file where model.ensemble_choice resolves to 'folds':
+api/fold_choice.py). With
 `neighbour_grid` (--folds_neighbours) the neighbours' votes
 (wsabie/neighbours.py) at every k, power and μ of NEIGHBOUR_GRID are scored
 on each fold beside the run's model without its own votes.
@@ -27,7 +29,7 @@ import tempfile
 import ml_collections
 import numpy as np
 
-from wsabie_jax.api import run
+from wsabie_jax.api import fold_choice, run
 from wsabie_jax.benchmarks import panel, peers as peers_lib
 from wsabie_jax.data import batching, load_splits, read_split, settings as data_settings
 from wsabie_jax.data.libsvm import write_libsvm
@@ -68,7 +70,7 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
           m = run.train_and_evaluate(_config(config_path, folder, budget, extra), folder / key)
           got[key].append((m['p@1'], m['map'], m['num_images'], m['refit_steps']))
         if choice:
-          grids.append(member_grid(folder / 'config'))
+          grids.append(fold_choice.member_grid(run.Restored(folder / 'config')))
         if neighbour_grid:
           votes.append(neighbours_on_fold(folder / 'config'))
         for r in peers_lib.run(rest, fold, log=lambda line: None) if peers else ():
@@ -84,22 +86,6 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
       rows[-1]['neighbours'] = _neighbour_rows(votes, [n for _, _, n, _ in got['config']])
   print(table(rows, overrides, budget, folds))
   return rows
-
-
-def member_grid(workdir) -> dict:
-  """{(member, λ): metrics} on a fold's run's test file (the held-out fold):
-  the run's model (its refit where it made one) beside each member of its
-  model.ensemble, trained on the whole training file as the refit's chosen
-  one is, at each weight of linear_member.WEIGHTS ((None, 0): the model alone)."""
-  restored = run.Restored(workdir)
-  whole = ml_collections.ConfigDict(restored.config.to_dict())
-  whole.data.validation_fraction = 0.0
-  train, _, test = load_splits(whole.data)
-  members = linear_member.train_members(whole.model.ensemble, train, whole.model, whole.seed)
-  # (no workdir: the model alone, without the member the run saved)
-  alone = restored.method.scorer(restored.config, restored.vocab, restored.state)
-  return linear_member.choose(alone, members, batching.pad_images(test), 'map',
-                              {'ks': panel.KS})[2]
 
 
 def neighbours_on_fold(workdir) -> dict:
@@ -138,15 +124,10 @@ def _neighbour_rows(grids: list[dict], sizes: list[int]) -> dict:
 
 def chosen_on_other_folds(grids: list[dict], sizes: list[int], metric: str = 'map') -> list:
   """Each fold's key of the grids ({(member, λ): metrics}, one a fold): the
-  one whose `metric` pooled over the other folds (by their sizes) is best;
-  of equals, the first in the grid's order (WSABIE alone, then smaller λ)."""
-  picks = []
-  for f, grid in enumerate(grids):
-    others = [0 if j == f else n for j, n in enumerate(sizes)]
-    order = list(grid)
-    picks.append(max(order, key=lambda k: (_pooled_at(grids, others, [k] * len(grids), metric),
-                                           -order.index(k))))
-  return picks
+  one whose `metric` pooled over the other folds (by their sizes) is best
+  (fold_choice.pick: of equals, the first in the grid's order)."""
+  return [fold_choice.pick(grids, [0 if j == f else n for j, n in enumerate(sizes)], metric)
+          for f in range(len(grids))]
 
 
 def _pooled_at(grids: list[dict], weights: list[int], keys: list, metric: str) -> float:

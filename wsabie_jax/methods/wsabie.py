@@ -66,6 +66,7 @@ def build(config: ml_collections.ConfigDict, mesh) -> Method:
   seen = common.num_seen(train)
   prepare, tested, refit_work = (_with_member(config, cfg, splits, seen)
                                  if linear_member.members(cfg.model.ensemble) or cfg.model.neighbours
+                                 or cfg.model.ensemble_pick
                                  else (None, None, NO_REFIT_WORK))
   return common.ranking_method(
       config, splits, lambda state: _scorer(state, seen), on_validation,
@@ -90,6 +91,14 @@ def like_state(config: ml_collections.ConfigDict, vocab: dict) -> step_lib.Train
 def _scorer(state, num_labels: int):
   V = state.params.V_dxD
   return (lambda i, v: evaluation.embed(V, i, v)), state.params.W_YxD[:num_labels]
+
+
+def _picked(pick: str) -> tuple[str | None, float] | None:
+  """model.ensemble_pick ('svm:4'; 'none:0' WSABIE alone) as (member, λ); None where unset."""
+  if not pick:
+    return None
+  kind, _, weight = pick.partition(':')
+  return (None, 0.0) if kind == 'none' or not float(weight) else (kind, float(weight))
 
 
 def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
@@ -119,11 +128,14 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
              seconds[-1])
     return U
 
+  picked = _picked(cfg.model.ensemble_pick)  # (member, λ) chosen on folds, or None
+
   def prepare() -> float:
     if not trained:
-      trained.update({kind: member(kind, train) for kind in linear_member.members(
-          cfg.model.ensemble)})
-    return sum(seconds)
+      kinds = linear_member.members(cfg.model.ensemble) if picked is None else \
+          (picked[0],) if picked[1] else ()
+      trained.update({kind: member(kind, train) for kind in kinds})
+    return sum(seconds) + cfg.model.ensemble_choice_seconds
 
   def choice(best) -> tuple[str | None, float, float]:
     # Once a best state: the refit's decision makes it first (RefitWork.before,
@@ -133,8 +145,10 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
       prepare()
       padded_valid, eval_kw = batching.pad_images(valid), common.eval_kwargs(config, train)
       alone = _scorer(best, seen)
-      kind, weight, _ = linear_member.choose(alone, trained, padded_valid,
-                                             config.train.select_metric, eval_kw)
+      kind, weight = picked if picked is not None and picked[1] else (None, 0.0)
+      if picked is None:
+        kind, weight, _ = linear_member.choose(alone, trained, padded_valid,
+                                               config.train.select_metric, eval_kw)
       if k:  # (the best state's index of the split: the test reads it again where it is tested)
         near_split[step] = neighbours.index(best.params.V_dxD, train)
       mu = neighbours.choose(linear_member.combined(alone, trained.get(kind), weight), alone[0],
@@ -193,10 +207,12 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
     return neighbours.combined(linear_member.combined(alone, U, weight), alone[0], near, k, mu), {
         'ensemble_member': kind or 'none', 'ensemble_weight': weight, 'neighbours_weight': mu,
         'ensemble_seconds': sum(seconds),
+        **({'ensemble_pick': cfg.model.ensemble_pick,
+            'ensemble_choice_seconds': cfg.model.ensemble_choice_seconds} if picked else {}),
         **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
 
   choices = (1 + (len(linear_member.WEIGHTS) - 1) * len(linear_member.members(cfg.model.ensemble))
-             + (len(neighbours.WEIGHTS) if k else 0))
+             if picked is None else 0) + (len(neighbours.WEIGHTS) if k else 0)
   return prepare, tested, RefitWork(refit_seconds, refit_run, choose_first,
                                     evaluations=choices if valid.num_images else 0)
 

@@ -218,9 +218,11 @@ def _alive(pid) -> bool:
 # Fields a resumed run may change: budgets, schedules of logs/validation/
 # checkpoints, devices and how steps are dispatched, evaluation memory. Any
 # other difference changes shapes or what is being trained.
-# Fields marked MAY_CHANGE in training/settings.py, and the methods' scoring
-# chunk (memory only).
-MAY_CHANGE = settings.MAY_CHANGE_FIELDS | {'loss.label_chunk'}
+# Fields marked MAY_CHANGE in training/settings.py, the methods' scoring
+# chunk (memory only), and WSABIE's member chosen on folds, which a resumed
+# run reads back from its config.json (api/fold_choice.py).
+MAY_CHANGE = settings.MAY_CHANGE_FIELDS | {'loss.label_chunk', 'model.ensemble_choice',
+                                           'model.ensemble_pick', 'model.ensemble_choice_seconds'}
 
 
 def check_resume(workdir, config: ml_collections.ConfigDict, now: dict,

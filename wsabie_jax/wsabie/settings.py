@@ -67,6 +67,16 @@ class ModelConfig:
   # which the ensemble's per-image standardisation makes the same model (the
   # linear members only).
   ensemble_idf: str = 'none'
+  # Where the member and λ are chosen (api/fold_choice.py): 'validation'
+  # (the run's validation split), 'folds' (runs of the config on 5 folds of
+  # the training file first, the pair of the best MAP pooled over their
+  # held-out folds; their seconds count in the budget), 'auto' (folds on
+  # small training splits: fold_choice.auto). A run records the pair chosen on
+  # folds as ensemble_pick ('svm:4'; 'none:0': WSABIE alone; a user may set
+  # one) and their seconds as ensemble_choice_seconds.
+  ensemble_choice: str = 'validation'
+  ensemble_pick: str = ''
+  ensemble_choice_seconds: float = 0.0
   # k > 0: the tested ensemble gains the votes of each image's k nearest
   # training images in WSABIE's embedding space, weighed on the validation
   # split (wsabie/neighbours.py); 0: none; 'auto': k = 30 on training splits
@@ -76,11 +86,17 @@ class ModelConfig:
   def __post_init__(self):
     check_choices(self, {'score': model.SCORES, 'matmul_precision': precision.PRECISIONS,
                          'tables': TABLES, 'ensemble': ENSEMBLES + (AUTO,),
-                         'ensemble_idf': ENSEMBLES})
+                         'ensemble_idf': ENSEMBLES,
+                         'ensemble_choice': ('validation', 'folds', AUTO)})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
                  ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
                  ensemble_svm_C='>0', ensemble_kernel_C='>0', ensemble_kernel_landmarks='>=1',
-                 neighbours='>=0')
+                 neighbours='>=0', ensemble_choice_seconds='>=0')
+    if self.ensemble_pick:
+      kind, _, weight = self.ensemble_pick.partition(':')
+      if kind not in ENSEMBLE_MEMBERS + ('none',) or not _is_number(weight):
+        raise ValueError(f"model ensemble_pick={self.ensemble_pick!r}: expected 'MEMBER:λ' "
+                         f"(MEMBER one of {ENSEMBLE_MEMBERS + ('none',)}, λ a number), or ''")
     if 'kernel' in self.ensemble_idf.split('+'):
       raise ValueError(f"model ensemble_idf={self.ensemble_idf!r}: the kernel member is not "
                        "kept as a d×Y table to weigh by idf; name the linear members only")
@@ -171,3 +187,11 @@ class StepConfig(MethodSettings):
     # AUC with uniform draws needs one; adaptive draws may hit positives, so
     # AUC takes the first of K that is not (rejection with a fixed budget).
     return 1 if self.loss.kind == 'auc' and self.loss.sampler == 'uniform' else self.loss.num_draws
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+  except ValueError:
+    return False
+  return True
