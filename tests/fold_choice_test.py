@@ -83,9 +83,28 @@ def test_a_run_chooses_on_folds_records_the_pick_and_reads_it_back(tmp_path, mon
   assert len(grids) == fold_choice.FOLDS and again['ensemble_pick'] == got['ensemble_pick']
 
 
+def test_folds_run_in_one_process(tmp_path):
+  config = _file_config(tmp_path)
+  with pytest.raises(ValueError, match="'folds' runs in one process, not 2"):
+    fold_choice.chosen(config, None, None, None, None, processes=2)
+
+
 def test_folds_need_a_training_file(tmp_path):
   config = _tiny_config(num_epochs=1)
   config.model.update(ensemble='one_vs_rest', ensemble_choice='folds')
   with pytest.raises(ValueError, match="ensemble_choice='folds' cuts the training file"):
     run.train_and_evaluate(config, tmp_path / 'run')
   assert not (tmp_path / 'run').exists()
+
+
+def test_a_pick_given_is_the_pair_tested_and_a_bad_one_is_named(tmp_path, monkeypatch):
+  chose = []
+  monkeypatch.setattr(linear_member, 'choose', lambda *a, **k: chose.append(1))
+  config = _tiny_config(num_epochs=1)
+  config.model.update(ensemble='one_vs_rest+logistic', ensemble_pick='logistic:2', **QUICK_MEMBERS)
+  got = run.train_and_evaluate(config, tmp_path / 'run')
+  assert (got['ensemble_member'], got['ensemble_weight'], chose) == ('logistic', 2.0, [])
+  config.model.ensemble_pick = 'tree:2'
+  with pytest.raises(ValueError, match="ensemble_pick='tree:2': expected 'MEMBER:λ'"):
+    run.train_and_evaluate(config, tmp_path / 'other')
+  assert not (tmp_path / 'other').exists()

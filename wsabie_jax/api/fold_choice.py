@@ -70,11 +70,15 @@ def chosen(config: ml_collections.ConfigDict, workdir, train_and_evaluate, resto
   read back from `workdir`'s config.json where a run is there to resume
   (None: a new run), else chosen now (`train_and_evaluate(config, workdir)` trains each fold's
   run)."""
-  if config.model.get('ensemble_choice', 'validation') == 'validation' or config.model.ensemble_pick:
+  if config.model.get('ensemble_choice', 'validation') == 'validation' or \
+      config.model.get('ensemble_pick'):
     return config
   if config.model.ensemble_choice == 'folds' and config.data.kind not in FILES:
     raise ValueError(f"model.ensemble_choice='folds' cuts the training file into folds: "
                      f"data.kind={config.data.kind!r} is not one of {FILES}")
+  if config.model.ensemble_choice == 'folds' and processes > 1:  # (each would cut its own)
+    raise ValueError(f"model.ensemble_choice='folds' runs in one process, not {processes}: "
+                     "choose on the validation split ('validation'), or set model.ensemble_pick")
   fitted, _ = fit(config)
   out = ml_collections.ConfigDict(config.to_dict())
   if out.model.ensemble_choice != 'folds':
