@@ -132,8 +132,8 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
 
   def prepare() -> float:
     if not trained:
-      kinds = linear_member.members(cfg.model.ensemble) if picked is None else \
-          (picked[0],) if picked[1] else ()
+      kinds = (linear_member.members(cfg.model.ensemble) if picked is None
+               else (picked[0],) if picked[0] else ())
       trained.update({kind: member(kind, train) for kind in kinds})
     return sum(seconds) + cfg.model.ensemble_choice_seconds
 
@@ -145,10 +145,8 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
       prepare()
       padded_valid, eval_kw = batching.pad_images(valid), common.eval_kwargs(config, train)
       alone = _scorer(best, seen)
-      kind, weight = picked if picked is not None and picked[1] else (None, 0.0)
-      if picked is None:
-        kind, weight, _ = linear_member.choose(alone, trained, padded_valid,
-                                               config.train.select_metric, eval_kw)
+      kind, weight = picked or linear_member.choose(alone, trained, padded_valid,
+                                                    config.train.select_metric, eval_kw)[:2]
       if k:  # (the best state's index of the split: the test reads it again where it is tested)
         near_split[step] = neighbours.index(best.params.V_dxD, train)
       mu = neighbours.choose(linear_member.combined(alone, trained.get(kind), weight), alone[0],
