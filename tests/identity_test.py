@@ -309,6 +309,7 @@ def _libsvm_set(folder: pathlib.Path, seed: int = 0, n_train: int = 300):
 def _libsvm_config(data_dir: str, **train):
   c = configs.load(f'wsabie_mulan:libsvm,{data_dir}')
   c.model.dim = 8
+  c.model.ensemble_choice = 'validation'  # (not five more runs first: api/fold_choice.py)
   c.train.update(**{**dict(max_steps=20, eval_every_steps=10, checkpoint_every_steps=10,
                            max_seconds=0.0, evals_per_budget=0), **train})
   return c
