@@ -39,14 +39,12 @@ FOLDS = 5
 # scene, yeast: 300-1,350), so FOLDS more fit its budget; Corel5k's 4,050
 # use the whole minute.
 MAX_IMAGES = 2048
-FEATURE_KEYS = ('bias_feature', 'normalize', 'standardize')  # the config's treatment, kept
-KS = (1, 5)  # the metrics a fold's grid reads (MAP among them)
-
-
 # … and the budget (train.max_seconds) is none or at least this: a shorter
 # run spends its seconds on its own steps (the panel's reach reads such runs).
 MIN_BUDGET_SECONDS = 30.0
 FILES = ('mulan', 'libsvm')  # the data kinds whose training file is cut into folds
+FEATURE_KEYS = ('bias_feature', 'normalize', 'standardize')  # the config's treatment, kept
+KS = (1, 5)  # the metrics a fold's grid reads (MAP among them)
 
 
 def auto(num_images: int, ensemble: str, validation_fraction: float, data_kind: str,
@@ -99,10 +97,7 @@ def chosen(config: ml_collections.ConfigDict, workdir, train_and_evaluate, resto
   grids, sizes = [], []
   with tempfile.TemporaryDirectory(prefix='wsabie-fold-choice-') as tmp:
     for f, held in enumerate(np.array_split(order, FOLDS)):
-      folder = pathlib.Path(tmp) / str(f)
-      folder.mkdir()
-      libsvm.write_libsvm(whole.subset(np.sort(np.setdiff1d(order, held))), folder / 'train.txt')
-      libsvm.write_libsvm(whole.subset(np.sort(held)), folder / 'test.txt')
+      folder = write_fold(whole, held, pathlib.Path(tmp) / str(f))
       train_and_evaluate(fold_config(fitted, folder), folder / 'run')
       grids.append(member_grid(restore(folder / 'run')))
       sizes.append(len(held))
@@ -112,6 +107,17 @@ def chosen(config: ml_collections.ConfigDict, workdir, train_and_evaluate, resto
   log.info('model.ensemble: chose %s on %d folds of the training file (%.1f s)',
            out.model.ensemble_pick, FOLDS, out.model.ensemble_choice_seconds)
   return out
+
+
+def write_fold(whole, held, folder: pathlib.Path) -> pathlib.Path:
+  """`folder` holding train.txt (`whole` less the rows `held`) and test.txt
+  (those rows), libsvm, each written whole or not at all (a rename)."""
+  folder.mkdir(parents=True, exist_ok=True)
+  held = np.sort(held)
+  for split, rows in (('train', np.setdiff1d(np.arange(whole.num_images), held)), ('test', held)):
+    libsvm.write_libsvm(whole.subset(rows), folder / f'{split}.txt.partial')
+    (folder / f'{split}.txt.partial').rename(folder / f'{split}.txt')
+  return folder
 
 
 def fold_config(config, folder: pathlib.Path) -> ml_collections.ConfigDict:

@@ -32,7 +32,6 @@ import numpy as np
 from wsabie_jax.api import fold_choice, run
 from wsabie_jax.benchmarks import panel, peers as peers_lib
 from wsabie_jax.data import batching, load_splits, read_split, settings as data_settings
-from wsabie_jax.data.libsvm import write_libsvm
 from wsabie_jax.core import evaluation
 from wsabie_jax.wsabie import linear_member, neighbours
 
@@ -61,11 +60,8 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
     got, peer_hits, grids, votes = {key: [] for key in variants}, {}, [], []
     with tempfile.TemporaryDirectory(prefix=f'folds-{name}-') as tmp:
       for f, held in enumerate(np.array_split(order, folds)):
-        folder = pathlib.Path(tmp) / str(f)
-        folder.mkdir()
+        folder = fold_choice.write_fold(whole, held, pathlib.Path(tmp) / str(f))
         rest, fold = whole.subset(np.sort(np.setdiff1d(order, held))), whole.subset(np.sort(held))
-        write_libsvm(rest, folder / 'train.txt')
-        write_libsvm(fold, folder / 'test.txt')
         for key, extra in variants.items():
           m = run.train_and_evaluate(_config(config_path, folder, budget, extra), folder / key)
           got[key].append((m['p@1'], m['map'], m['num_images'], m['refit_steps']))

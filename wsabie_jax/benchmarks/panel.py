@@ -40,9 +40,9 @@ import numpy as np
 from wsabie_jax import config as config_lib
 from wsabie_jax.data import settings as data_settings
 from wsabie_jax.core import evaluation, user_cache
-from wsabie_jax.data import batching, libsvm, load_splits, read_split
+from wsabie_jax.data import batching, load_splits, read_split
 from wsabie_jax.benchmarks import panel_table, peers, reach, standins, timed
-from wsabie_jax.api import run
+from wsabie_jax.api import fold_choice, run
 from wsabie_jax.methods import wsabie as wsabie_method
 from wsabie_jax.wsabie import fitting
 
@@ -52,7 +52,7 @@ DEFAULT_CONFIG = 'configs/wsabie_mulan.py'
 
 
 # What a config file does to the features, kept when the panel gives it other data.
-FEATURE_KEYS = ('bias_feature', 'normalize', 'standardize')
+FEATURE_KEYS = fold_choice.FEATURE_KEYS
 
 
 def data_config(spec: str):
@@ -92,13 +92,9 @@ def held_out(name: str, data, root=None) -> pathlib.Path:
   written on first use under `root` (default $WSABIE_JAX_CACHE/holdout)."""
   out = pathlib.Path(root or user_cache.root() / 'holdout') / name
   if not (out / 'test.txt').exists():
-    out.mkdir(parents=True, exist_ok=True)
     whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
     order = np.random.default_rng(0).permutation(whole.num_images)
-    test = np.sort(order[:whole.num_images // HELD_OUT])
-    for split, rows in (('train', np.setdiff1d(order, test)), ('test', test)):
-      libsvm.write_libsvm(whole.subset(rows), out / f'{split}.txt.partial')
-      (out / f'{split}.txt.partial').rename(out / f'{split}.txt')  # whole files only
+    fold_choice.write_fold(whole, order[:whole.num_images // HELD_OUT], out)
   return out
 
 
