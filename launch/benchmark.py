@@ -51,7 +51,8 @@ Suites:
              --panel_override=train.refit=True --budget_seconds=60
              (--folds_peers: the peers on the same folds, the best one's p@1 beside;
              --folds_choice: the member and λ chosen on the other folds beside the config's;
-             --folds_neighbours: the neighbours' votes at each k, power and μ)
+             --folds_neighbours: the neighbours' votes at each k, power and μ;
+             --folds_members: each ensemble member alone on the same folds)
   tables     (by name) the WSABIE step with its tables gathered by rows vs read whole
              by matmuls (wsabie/table_reads.py, model.tables): ms/step on each --panel set
              with --panel_config's B and K, and on a synthetic grid around 'auto''s rule.
@@ -138,6 +139,9 @@ _FOLDS_NEIGHBOURS = flags.DEFINE_bool(
     'folds_neighbours', False, "folds: the neighbours' votes (wsabie/neighbours.py) at each k, "
     "power and weight of folds.NEIGHBOUR_GRID scored on each fold beside the run's model without "
     "its own.")
+_FOLDS_MEMBERS = flags.DEFINE_bool(
+    'folds_members', False, "folds: each member the config's run trains and the ridge member, "
+    "alone, trained on each fold's training part with the run's features, scored on the fold.")
 _ACCELERATOR_TABLES = flags.DEFINE_multi_enum(
     'accelerator_tables', list(accelerator.TABLES), accelerator.TABLES,
     'accelerator: which of its tables to take.')
@@ -165,7 +169,8 @@ def main(argv):
                           [int(y) for y in _ACCELERATOR_LABELS.value] or None,
                           _ACCELERATOR_WEBSCALE.value, folds_peers=_FOLDS_PEERS.value,
                           folds_choice=_FOLDS_CHOICE.value,
-                          folds_neighbours=_FOLDS_NEIGHBOURS.value)
+                          folds_neighbours=_FOLDS_NEIGHBOURS.value,
+                          folds_members=_FOLDS_MEMBERS.value)
   pathlib.Path(_OUT.value).write_text(json.dumps(result, indent=2))
 
 

@@ -272,7 +272,7 @@ def test_a_run_tests_the_ensemble_and_evaluate_reads_it_back(tmp_path):
   chosen on validation, WSABIE alone's figures beside; evaluate reads the
   saved member (here rewritten at λ = 1) and scores what the ensemble scores."""
   config = _tiny_config(num_epochs=3, eval_every_steps=20)
-  config.model.ensemble = 'one_vs_rest+logistic+svm+kernel'
+  config.model.ensemble = 'one_vs_rest+logistic+svm+ridge+kernel'
   got = run.train_and_evaluate(config, tmp_path)
   assert got['ensemble_weight'] in linear_member.WEIGHTS
   assert got['ensemble_member'] in ('none',) + linear_member.MEMBERS

@@ -501,7 +501,8 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   pooled figures count every training example once; the test file (absent
   here) is not read; only the changed runs refit. With peers (a fake pair of
   them here, each fold's p@1 its own), the best one's p@1 is pooled by the
-  folds' sizes too; the members' and the neighbours' grids are scored beside."""
+  folds' sizes too; the members' and the neighbours' grids, and each member
+  alone, are scored beside."""
   from wsabie_jax.benchmarks import folds
   sizes = []
 
@@ -523,7 +524,8 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   (tmp_path / 'train.txt').write_text('\n'.join(lines) + '\n')
   rows = folds.compare([f'libsvm:{tmp_path}/train.txt:{tmp_path}/absent.txt'],
                        {'train.refit': True, 'train.patience': 1, 'train.plateau_drops': 0},
-                       budget=0.0, folds=2, peers=True, choice=True, neighbour_grid=True)
+                       budget=0.0, folds=2, peers=True, choice=True, neighbour_grid=True,
+                       members=True)
   (row,) = rows
   assert row['config']['examples'] == row['changed']['examples'] == 90
   assert sizes == [(45, 45), (45, 45)]
@@ -541,6 +543,13 @@ def test_the_folds_score_every_training_example_once_and_never_read_the_test_fil
   assert len(cells) == 1 + np.prod([len(axis) for axis in folds.NEIGHBOUR_GRID])
   assert cells['k 0 power 0 μ 0']['p@1'] == pytest.approx(row['config']['p@1'])
   assert len(row['neighbours']['chosen']['picks']) == 2 and "the neighbours' votes" in out
+  # (members: each alone, pooled over both folds, with its seconds)
+  # (the run's own members, 'auto''s on 45 images, and the ridge one, in MEMBERS' order)
+  assert list(row['members']) == [k for k in linear_member.MEMBERS if k in row['members']]
+  assert {'one_vs_rest', 'ridge'} <= set(row['members'])
+  assert all(0 < m['p@1'] <= 1 and 0 < m['map'] <= 1 and m['seconds'] > 0
+             for m in row['members'].values())
+  assert 'each member alone' in out
 
 
 def test_a_folds_member_and_weight_is_chosen_on_the_other_folds():

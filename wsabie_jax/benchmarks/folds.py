@@ -18,13 +18,18 @@ its own training file where model.ensemble_choice resolves to 'folds':
 api/fold_choice.py). With
 `neighbour_grid` (--folds_neighbours) the neighbours' votes
 (wsabie/neighbours.py) at every k, power and μ of NEIGHBOUR_GRID are scored
-on each fold beside the run's model without its own votes.
+on each fold beside the run's model without its own votes. With `members`
+(--folds_members) each member the run trains and the ridge member (which
+'auto' leaves out), alone, trained on the fold run's whole training part
+with the run's features, are scored on the fold, with their training
+seconds (`members_on_fold`).
 """
 from __future__ import annotations
 
 import itertools
 import pathlib
 import tempfile
+import time
 
 import ml_collections
 import numpy as np
@@ -43,21 +48,22 @@ NEIGHBOUR_GRID = ((10, 30, 100), (1, 4), neighbours.WEIGHTS[1:])
 
 def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/wsabie_mulan.py',
             folds: int = FOLDS, peers: bool = False, choice: bool = False,
-            neighbour_grid: bool = False) -> list[dict]:
+            neighbour_grid: bool = False, members: bool = False) -> list[dict]:
   """A row a set: pooled p@1 and MAP of the config and of the config with
   `overrides` ({'train.refit': True}; {}: the config alone), the mean and
   standard error over folds of their p@1 difference, and each one's mean
   refit steps; with `peers`, the best peer's pooled p@1 on the same folds
   ('best_peer'); with `choice`, the config's model and members with the pair
   chosen on the other folds ('choice': `_choice`); with `neighbour_grid`,
-  the votes' grid ('neighbours': `_neighbour_rows`)."""
+  the votes' grid ('neighbours': `_neighbour_rows`); with `members`, each
+  member alone ('members': {kind: pooled p@1, MAP and mean seconds})."""
   rows = []
   for spec in specs:
     name, data = panel.data_config(spec)
     whole = read_split(data, data.train_path)  # (as the file holds it: the run normalises)
     order = np.random.default_rng(0).permutation(whole.num_images)
     variants = {'config': {}, **({'changed': overrides} if overrides else {})}
-    got, peer_hits, grids, votes = {key: [] for key in variants}, {}, [], []
+    got, peer_hits, grids, votes, alone = {key: [] for key in variants}, {}, [], [], []
     with tempfile.TemporaryDirectory(prefix=f'folds-{name}-') as tmp:
       for f, held in enumerate(np.array_split(order, folds)):
         folder = fold_choice.write_fold(whole, held, pathlib.Path(tmp) / str(f))
@@ -69,6 +75,8 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
           grids.append(fold_choice.member_grid(run.Restored(folder / 'config')))
         if neighbour_grid:
           votes.append(neighbours_on_fold(folder / 'config'))
+        if members:
+          alone.append(members_on_fold(folder / 'config'))
         for r in peers_lib.run(rest, fold, log=lambda line: None) if peers else ():
           key = f'{r["peer"]} ({r["weighting"]})'
           peer_hits[key] = peer_hits.get(key, 0.0) + r['p@1'] * fold.num_images
@@ -80,6 +88,13 @@ def compare(specs, overrides: dict, budget: float, config_path: str = 'configs/w
       rows[-1]['choice'] = _choice(grids, [n for _, _, n, _ in got['config']])
     if votes:
       rows[-1]['neighbours'] = _neighbour_rows(votes, [n for _, _, n, _ in got['config']])
+    if alone:
+      sizes = [n for _, _, n, _ in got['config']]
+      every = lambda key: [key] * len(alone)
+      rows[-1]['members'] = {kind: {'p@1': _pooled_at(alone, sizes, every(kind), 'p@1'),
+                                    'map': _pooled_at(alone, sizes, every(kind), 'map'),
+                                    'seconds': float(np.mean([a[kind]['seconds'] for a in alone]))}
+                             for kind in alone[0]}
   print(table(rows, overrides, budget, folds))
   return rows
 
@@ -102,6 +117,30 @@ def neighbours_on_fold(workdir) -> dict:
   for k, power, weight in itertools.product(*NEIGHBOUR_GRID):
     got[k, power, weight] = evaluation.evaluate_ranking(
         *neighbours.combined(base, alone[0], near, k, weight, power), padded, ks=panel.KS)
+  return got
+
+
+def members_on_fold(workdir, extra=('ridge',)) -> dict:
+  """{kind: {'p@1', 'map', 'seconds'}} of each member alone (those of the
+  run's model.ensemble and `extra`, in linear_member.MEMBERS' order) on a
+  fold's run's test file (the held-out fold), trained on its whole training
+  file as the run's features hold it (the run's preprocessing), its seconds
+  timed after a first training off the clock (compiled programs, as a run's
+  cache holds)."""
+  restored = run.Restored(workdir)
+  whole = ml_collections.ConfigDict(restored.config.to_dict())
+  whole.data.validation_fraction = 0.0
+  train, _, test = load_splits(whole.data)
+  padded, got = batching.pad_images(test), {}
+  kinds = set(linear_member.members(whole.model.ensemble)) | set(extra)
+  for kind in [k for k in linear_member.MEMBERS if k in kinds]:
+    linear_member.train(kind, train, whole.model, whole.seed)
+    start = time.perf_counter()
+    member = linear_member.train(kind, train, whole.model, whole.seed)
+    seconds = time.perf_counter() - start
+    got[kind] = {**evaluation.evaluate_ranking(linear_member.member_scores(member),
+                                               linear_member.identity(train.num_labels), padded,
+                                               ks=panel.KS), 'seconds': seconds}
   return got
 
 
@@ -202,4 +241,8 @@ def table(rows: list[dict], overrides: dict, budget: float, folds: int) -> str:
       lines.append(f'{"":<12} {"":>8}  k {neighbours.K} power {neighbours.POWER} at each μ: '
                    + ', '.join(f'{w:g} {cells[f"k {neighbours.K} power {neighbours.POWER} μ {w:g}"]["p@1"]:.4f}'
                                for w in NEIGHBOUR_GRID[2]))
+    if 'members' in r:
+      lines.append(f'{"":<12} {"":>8}  each member alone, pooled p@1 / MAP (seconds a fold): '
+                   + '; '.join(f'{kind} {m["p@1"]:.4f} / {m["map"]:.4f} ({m["seconds"]:.2f} s)'
+                               for kind, m in r['members'].items()))
   return '\n'.join(lines)

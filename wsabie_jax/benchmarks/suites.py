@@ -200,7 +200,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
         panel_search_peer: bool = False, panel_seeds: int = 1,
         accelerator_tables=accelerator.TABLES, accelerator_labels=None,
         accelerator_webscale: str = '', folds_peers: bool = False,
-        folds_choice: bool = False, folds_neighbours: bool = False) -> dict:
+        folds_choice: bool = False, folds_neighbours: bool = False,
+        folds_members: bool = False) -> dict:
   """The named suites ('all' for every one), with the device and CPU count.
   `panel_overrides` ({'train.select_metric': 'p@1'}): ours' config in the panel;
   `panel_seeds`: the panel's seeds for every system (ours, LightFM, the peers).
@@ -209,7 +210,8 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
   and its grid's Ys (None: all), its panel table on the `panel` sets;
   `accelerator_webscale`: the web-scale shards for its shipped table ('' leaves
   them out); `folds_peers`: the peers on the folds suite's folds too; `folds_choice`: its member and λ chosen on the other folds;
-  `folds_neighbours`: the neighbours' votes' grid on its folds."""
+  `folds_neighbours`: the neighbours' votes' grid on its folds; `folds_members`:
+  each ensemble member alone on its folds."""
   if unknown(suites):
     raise ValueError(f'unknown suites {unknown(suites)}: choose from {NAMES}')
   suites = set(SUITES) | set(suites) if 'all' in suites else set(suites)
@@ -257,7 +259,7 @@ def run(suites, small: bool = False, budget_seconds: float = 130.0,
     from wsabie_jax.benchmarks import folds
     result['folds'] = folds.compare(panel, panel_overrides or {}, budget_seconds, panel_config,
                                     peers=folds_peers, choice=folds_choice,
-                                    neighbour_grid=folds_neighbours)
+                                    neighbour_grid=folds_neighbours, members=folds_members)
   if 'panel_search' in suites:
     from wsabie_jax.benchmarks import panel_search
     result['panel_search'] = panel_search.choose(panel, panel_search.SEARCH[panel_round],

@@ -15,7 +15,7 @@ PAIRWISE = ('hinge', 'logistic')
 SAMPLERS = ('uniform', 'adaptive')
 TABLES = ('by_size', 'rows', 'whole', 'labels', 'features')
 DRAWS = ('per_row', 'per_batch')
-ENSEMBLE_MEMBERS = ('one_vs_rest', 'logistic', 'svm', 'kernel')  # (wsabie/linear_member.py MEMBERS)
+ENSEMBLE_MEMBERS = ('one_vs_rest', 'logistic', 'svm', 'ridge', 'kernel')  # (wsabie/linear_member.py MEMBERS)
 # 'none', or members joined by '+' in ENSEMBLE_MEMBERS' order ('one_vs_rest+svm')
 ENSEMBLES = ('none',) + tuple('+'.join(c) for r in range(1, len(ENSEMBLE_MEMBERS) + 1)
                               for c in itertools.combinations(ENSEMBLE_MEMBERS, r))
@@ -46,7 +46,8 @@ class ModelConfig:
   # Paper 000 Table 7's ensemble (wsabie/linear_member.py): 'one_vs_rest' trains the
   # paper's One-vs-Rest model (PA-I, C = ensemble_C, ensemble_epochs epochs),
   # 'logistic' One-vs-Rest logistic regression (C = ensemble_logistic_C), 'svm' the
-  # L2-loss linear SVM (C = ensemble_svm_C), 'kernel' the L2-loss SVM with the
+  # L2-loss linear SVM (C = ensemble_svm_C), 'ridge' regularised least squares
+  # in closed form (λ = ensemble_ridge_lambda; baselines/ridge.py), 'kernel' the L2-loss SVM with the
   # Gaussian kernel (C = ensemble_kernel_C; baselines/kernel.py), before WSABIE's steps, and adds its
   # standardised scores at the weight the validation split picks (0 included);
   # 'one_vs_rest+logistic' (any '+' of them): each trained, validation picks the
@@ -57,6 +58,9 @@ class ModelConfig:
   ensemble_epochs: int = 10
   ensemble_logistic_C: float = 1.0  # (scikit-learn's default; liblinear's objective)
   ensemble_svm_C: float = 1.0       # (liblinear's default)
+  # The ridge member's λ; 0: chosen by its exact leave-one-out scores on the
+  # training split (baselines/ridge.py GRID).
+  ensemble_ridge_lambda: float = 0.0
   ensemble_kernel_C: float = 1.0    # (libsvm's default)
   # The kernel member's landmarks at most (baselines/kernel.py): its cost is
   # m³ + n·m² to make its features and n·m·Y a pass.
@@ -90,7 +94,7 @@ class ModelConfig:
                          'ensemble_choice': ('validation', 'folds', AUTO)})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
                  ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
-                 ensemble_svm_C='>0', ensemble_kernel_C='>0', ensemble_kernel_landmarks='>=1',
+                 ensemble_svm_C='>0', ensemble_ridge_lambda='>=0', ensemble_kernel_C='>0', ensemble_kernel_landmarks='>=1',
                  neighbours='>=0', ensemble_choice_seconds='>=0')
     if self.ensemble_pick:
       kind, _, weight = self.ensemble_pick.partition(':')

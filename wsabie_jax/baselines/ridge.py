@@ -1,0 +1,133 @@
+"""One-vs-Rest regularised least squares in closed form, its λ chosen by
+exact leave-one-out:
+
+  W = argmin_W ‖X W − T‖² + λ ‖W‖²,  t_iy = ±1,
+
+the least-squares classifier every label at once (Rifkin, Yeo & Poggio 2003,
+"Regularized least-squares classification"), as accurate as the hinge and
+log losses' One-vs-Rest on most sets and solved by one eigendecomposition
+rather than an iterative search. Of the smaller Gram matrix, XᵀX = Q S Qᵀ
+(n > d) or X Xᵀ = U S Uᵀ (n ≤ d), it gives every λ's model at once, and every
+λ's leave-one-out scores with it (Rifkin & Lippert 2007, "Notes on
+regularized least squares"): with the hat matrix H = X (XᵀX + λI)⁻¹ Xᵀ =
+A diag(1/(s + λ)) Aᵀ (A = XQ, or U S^½),
+
+  f_−i = (f_i − h_ii t_i) / (1 − h_ii),
+
+the scores image i would get from the model trained without it. So λ comes
+from GRID by the mean average precision of those scores over the training
+split itself (up to LOO_ROWS of its images), no validation split spent
+(docs/RESULTS.md "The ridge member" has it alone and beside WSABIE).
+
+The work is n·d·r for the Gram and A, r³ for its eigenvalues (r = min(n, d)),
+and LOO_ROWS·r·Y a λ (in float32): on the host (LAPACK), the eigenvalues in
+float64, since at a small λ a float32 eigenvalue's rounding (ε·s_max) is the
+size of λ itself.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse
+
+from wsabie_jax.data.dataset import SparseDataset
+
+# λ's candidates: 10⁻² … 10² in steps of 10^⅓ (the panel's sets chose 0.18-10
+# on their folds, the rows' norms √2 with the config's bias feature).
+GRID = tuple(float(x) for x in np.geomspace(1e-2, 1e2, 13))
+LOO_ROWS = 2048  # training images whose leave-one-out scores choose λ (a seeded sample past it)
+
+
+class Spectrum(NamedTuple):
+  """The smaller Gram matrix's eigenvalues and what every λ's model needs."""
+  A_nxr: np.ndarray    # XQ (n > d) or U S^½: H = A diag(1/(s + λ)) Aᵀ
+  s_r: np.ndarray      # the eigenvalues S, ≥ 0
+  C_rxY: np.ndarray    # QᵀXᵀT (n > d) or UᵀT: W = back(diag(1/(s + λ)) C)
+  AT_rxY: np.ndarray   # AᵀT: the training scores F = A diag(1/(s + λ)) AᵀT
+  primal: bool         # n > d: W = Q·(…); else W = Xᵀ U·(…)
+  basis: np.ndarray    # Q (d×r) or U (n×r)
+
+
+def features(train: SparseDataset) -> scipy.sparse.csr_matrix:
+  """X (n×d, float64) as the run's rows hold it."""
+  return scipy.sparse.csr_matrix(
+      (train.feat_val.astype(np.float64), train.feat_idx, train.feat_indptr),
+      shape=(train.num_images, train.num_features))
+
+
+def signed_targets(train: SparseDataset) -> np.ndarray:
+  """n×Y: +1 where image i has label y, else −1."""
+  T = -np.ones((train.num_images, train.num_labels))
+  T[np.repeat(np.arange(train.num_images), np.diff(train.label_indptr)), train.label_idx] = 1.0
+  return T
+
+
+def spectrum(X, T_nxY: np.ndarray) -> Spectrum:
+  n, d = X.shape
+  if n > d:
+    s, Q = np.linalg.eigh(_dense(X.T @ X))
+    A = np.asarray(X @ Q)
+    C = A.T @ T_nxY
+    return Spectrum(A, np.maximum(s, 0.0), C, C, True, Q)
+  s, U = np.linalg.eigh(_dense(X @ X.T))
+  s = np.maximum(s, 0.0)
+  C = U.T @ T_nxY
+  return Spectrum(U * np.sqrt(s), s, C, np.sqrt(s)[:, None] * C, False, U)
+
+
+def weights(X, sp: Spectrum, lam: float) -> np.ndarray:
+  """W (d×Y) at λ: (XᵀX + λI)⁻¹XᵀT = Q diag(1/(s+λ)) QᵀXᵀT, or
+  Xᵀ(XXᵀ + λI)⁻¹T = Xᵀ U diag(1/(s+λ)) UᵀT."""
+  inner = sp.basis @ (sp.C_rxY / (sp.s_r + lam)[:, None])
+  return inner if sp.primal else np.asarray(X.T @ inner)
+
+
+def leave_one_out(sp: Spectrum, T_nxY: np.ndarray, lam: float, rows: np.ndarray) -> np.ndarray:
+  """The scores f_−i (len(rows)×Y) of each image in `rows` under the model
+  trained at λ on every image but it (module docstring)."""
+  w = 1.0 / (sp.s_r + lam)
+  A = sp.A_nxr[rows]
+  # (F's product in float32, the bulk of a λ's work: a ranking's scores;
+  # h in float64, where 1 − h may be small)
+  F = ((A * w).astype(np.float32) @ sp.AT_rxY.astype(np.float32)).astype(np.float64)
+  h = (A * A) @ w
+  return ((F - h[:, None] * T_nxY[rows]) / (1.0 - h)[:, None]).astype(np.float32)
+
+
+def mean_average_precision(S_nxY: np.ndarray, T_nxY: np.ndarray) -> float:
+  """Mean over the images with a label of the average precision of the
+  ranking S against the labels T > 0 (ties broken by label order): at each
+  relevant place j of image i's ranking, the relevant ones up to it over j + 1."""
+  relevant = np.take_along_axis(T_nxY > 0, np.argsort(-S_nxY, axis=1, kind='stable'), axis=1)
+  i, j = np.nonzero(relevant)
+  above = np.cumsum(relevant, axis=1, dtype=np.int32)[i, j]
+  counts = np.bincount(i, minlength=len(S_nxY))
+  some = counts > 0
+  ap = np.bincount(i, above / (j + 1.0), minlength=len(S_nxY))
+  return float(np.mean(ap[some] / counts[some])) if some.any() else 0.0
+
+
+def choose(sp: Spectrum, T_nxY: np.ndarray, seed: int = 0) -> tuple[float, dict]:
+  """(λ of GRID whose leave-one-out MAP is best — of equals the smaller —,
+  {λ: that MAP}) over up to LOO_ROWS of the training images."""
+  n = len(T_nxY)
+  rows = (np.arange(n) if n <= LOO_ROWS
+          else np.sort(np.random.default_rng(seed).permutation(n)[:LOO_ROWS]))
+  got = {lam: mean_average_precision(leave_one_out(sp, T_nxY, lam, rows), T_nxY[rows])
+         for lam in GRID}
+  return max(GRID, key=lambda lam: (got[lam], -lam)), got
+
+
+def train_ridge(train: SparseDataset, lam: float = 0.0, seed: int = 0) -> tuple[np.ndarray, float]:
+  """(W d×Y float32, λ) on `train`'s features as they are; λ 0: chosen by
+  leave-one-out (`choose`)."""
+  X, T = features(train), signed_targets(train)
+  sp = spectrum(X, T)
+  if not lam:
+    lam = choose(sp, T, seed)[0]
+  return weights(X, sp, lam).astype(np.float32), float(lam)
+
+
+def _dense(M) -> np.ndarray:
+  return M.toarray() if scipy.sparse.issparse(M) else np.asarray(M)
