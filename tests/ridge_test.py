@@ -81,3 +81,10 @@ def test_mean_average_precision_against_a_loop_over_images():
       places = np.nonzero(relevant)[0]
       aps.append(np.mean([relevant[:j + 1].sum() / (j + 1) for j in places]))
   assert ridge.mean_average_precision(S, T) == pytest.approx(np.mean(aps), abs=1e-12)
+
+
+def test_a_set_too_large_for_the_closed_form_is_refused_before_any_work(monkeypatch):
+  monkeypatch.setattr(ridge, 'MAX_RANK', 11)
+  monkeypatch.setattr(ridge, 'spectrum', lambda *a: pytest.fail('factored anyway'))
+  with pytest.raises(ValueError, match=r"'ridge': 40 images × 12 features.*12×12.*past 11"):
+    ridge.train_ridge(_data(40, 12))

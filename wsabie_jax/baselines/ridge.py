@@ -37,6 +37,9 @@ from wsabie_jax.data.dataset import SparseDataset
 # on their folds, the rows' norms √2 with the config's bias feature).
 GRID = tuple(float(x) for x in np.geomspace(1e-2, 1e2, 13))
 LOO_ROWS = 2048  # training images whose leave-one-out scores choose λ (a seeded sample past it)
+# The smaller side of X at most: its r×r Gram in float64 is 512 MiB at 8,192,
+# and its eigenvalues r³ (minutes on 2 CPU cores past it; debtags' r is 11,974).
+MAX_RANK = 8192
 
 
 class Spectrum(NamedTuple):
@@ -122,6 +125,11 @@ def choose(sp: Spectrum, T_nxY: np.ndarray, seed: int = 0) -> tuple[float, dict]
 def train_ridge(train: SparseDataset, lam: float = 0.0, seed: int = 0) -> tuple[np.ndarray, float]:
   """(W d×Y float32, λ) on `train`'s features as they are; λ 0: chosen by
   leave-one-out (`choose`)."""
+  rank = min(train.num_images, train.num_features)
+  if rank > MAX_RANK:
+    raise ValueError(f"model.ensemble 'ridge': {train.num_images} images × {train.num_features} "
+                     f'features: its closed form factors a {rank}×{rank} Gram matrix, past '
+                     f'{MAX_RANK} a side; train the svm or logistic member instead')
   X, T = features(train), signed_targets(train)
   sp = spectrum(X, T)
   if not lam:
