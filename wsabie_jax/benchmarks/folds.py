@@ -104,10 +104,7 @@ def neighbours_on_fold(workdir) -> dict:
   fold): the run's model with its member, without its own votes ((0, 0, 0)),
   and with the votes of the k nearest of the whole training file's images
   under its state at each cell of NEIGHBOUR_GRID."""
-  restored = run.Restored(workdir)
-  whole = ml_collections.ConfigDict(restored.config.to_dict())
-  whole.data.validation_fraction = 0.0
-  train, _, test = load_splits(whole.data)
+  restored, _, train, test = _fold_run(workdir)
   alone = restored.method.scorer(restored.config, restored.vocab, restored.state)
   member = linear_member.load(workdir)
   base = alone if member is None else linear_member.combined(alone, member['member'],
@@ -127,10 +124,7 @@ def members_on_fold(workdir, extra=('ridge',)) -> dict:
   file as the run's features hold it (the run's preprocessing), its seconds
   timed after a first training off the clock (compiled programs, as a run's
   cache holds)."""
-  restored = run.Restored(workdir)
-  whole = ml_collections.ConfigDict(restored.config.to_dict())
-  whole.data.validation_fraction = 0.0
-  train, _, test = load_splits(whole.data)
+  _, whole, train, test = _fold_run(workdir)
   padded, got = batching.pad_images(test), {}
   kinds = set(linear_member.members(whole.model.ensemble)) | set(extra)
   for kind in [k for k in linear_member.MEMBERS if k in kinds]:
@@ -142,6 +136,16 @@ def members_on_fold(workdir, extra=('ridge',)) -> dict:
                                                linear_member.identity(train.num_labels), padded,
                                                ks=panel.KS), 'seconds': seconds}
   return got
+
+
+def _fold_run(workdir):
+  """(the fold's run restored, its config on the whole training file, that
+  file's images and the held-out fold's), as the run's features hold them."""
+  restored = run.Restored(workdir)
+  whole = ml_collections.ConfigDict(restored.config.to_dict())
+  whole.data.validation_fraction = 0.0
+  train, _, test = load_splits(whole.data)
+  return restored, whole, train, test
 
 
 def _neighbour_rows(grids: list[dict], sizes: list[int]) -> dict:
