@@ -330,3 +330,23 @@ def test_a_refit_run_trains_the_member_again_on_the_whole_training_file(tmp_path
   assert train.num_images == 600
   want = linear_member.train('one_vs_rest', train, config.model, config.seed)
   np.testing.assert_array_equal(linear_member.load(tmp_path)['member'], want)
+
+
+@pytest.mark.parametrize('where', ['ensemble', 'pick'])
+def test_a_ridge_member_past_its_closed_form_is_refused_before_the_workdir_is_written(
+    tmp_path, monkeypatch, where):
+  """model.ensemble naming 'ridge' (or a pick of it) on a training file
+  whose smaller side is past ridge.MAX_RANK: a ConfigError (one line at the
+  command line) naming the field and the sizes, raised while the run is
+  built, so the workdir is left as it was (here: not made)."""
+  from wsabie_jax.baselines import ridge
+  from wsabie_jax.config.schema import ConfigError
+  monkeypatch.setattr(ridge, 'MAX_RANK', 8)
+  config = _tiny_config(num_epochs=1)
+  if where == 'ensemble':
+    config.model.ensemble = 'one_vs_rest+ridge'
+  else:
+    config.model.update(ensemble='one_vs_rest', ensemble_pick='ridge:1')
+  with pytest.raises(ConfigError, match=r"trains the ridge member: \d+ images × \d+ features.*past 8"):
+    run.train_and_evaluate(config, tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()

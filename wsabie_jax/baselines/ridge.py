@@ -127,16 +127,24 @@ def choose(sp: Spectrum, T_nxY: np.ndarray, seed: int = 0) -> tuple[float, dict]
 def train_ridge(train: SparseDataset, lam: float = 0.0, seed: int = 0) -> tuple[np.ndarray, float]:
   """(W d×Y float32, λ) on `train`'s features as they are; λ 0: chosen by
   leave-one-out (`choose`)."""
-  rank = min(train.num_images, train.num_features)
-  if rank > MAX_RANK:
-    raise ValueError(f"model.ensemble 'ridge': {train.num_images} images × {train.num_features} "
-                     f'features: its closed form factors a {rank}×{rank} Gram matrix, past '
-                     f'{MAX_RANK} a side; train the svm or logistic member instead')
+  reason = too_large(train.num_images, train.num_features)
+  if reason:
+    raise ValueError(f"model.ensemble 'ridge': {reason}")
   X, T = features(train), signed_targets(train)
   sp = spectrum(X, T)
   if not lam:
     lam = choose(sp, T, seed)[0]
   return weights(X, sp, lam).astype(np.float32), float(lam)
+
+
+def too_large(num_images: int, num_features: int) -> str | None:
+  """Why a training split of these sizes is past the closed form (MAX_RANK), or None."""
+  rank = min(num_images, num_features)
+  if rank <= MAX_RANK:
+    return None
+  return (f'{num_images} images × {num_features} features: its closed form factors a '
+          f'{rank}×{rank} Gram matrix, past {MAX_RANK} a side; train the svm or logistic '
+          'member instead')
 
 
 def _dense(M) -> np.ndarray:

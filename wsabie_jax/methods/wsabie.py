@@ -14,6 +14,8 @@ import jax
 import ml_collections
 
 from wsabie_jax import data as data_lib
+from wsabie_jax.baselines import ridge
+from wsabie_jax.config.schema import ConfigError
 from wsabie_jax.training import settings as run_config
 from wsabie_jax.core import evaluation
 from wsabie_jax.methods import common
@@ -117,8 +119,15 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   trained, seconds, refit, chosen, whole, near_split = {}, [], {}, {}, [], {}
   k = cfg.model.neighbours
   if k and not isinstance(train, data_lib.SparseDataset):  # (said before any step is taken)
-    raise ValueError(f'model.neighbours={k} indexes the training images read whole; streamed '
-                     "shards (data.kind='shards') take model.neighbours=0")
+    raise ConfigError(f'model.neighbours={k} indexes the training images read whole; streamed '
+                      "shards (data.kind='shards') take model.neighbours=0")
+  picked = _picked(cfg.model.ensemble_pick)  # (member, λ) chosen on folds, or None
+  kinds = (linear_member.members(cfg.model.ensemble) if picked is None  # (the members trained)
+           else (picked[0],) if picked[0] else ())
+  # (the whole file's size: a refit trains the member again on it)
+  too_large = ridge.too_large(train.num_images + valid.num_images, train.num_features)
+  if 'ridge' in kinds and too_large:
+    raise ConfigError(f'model.ensemble={cfg.model.ensemble!r} trains the ridge member: {too_large}')
 
   def member(kind, data, start=None):
     began = time.perf_counter()
@@ -128,12 +137,8 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
              seconds[-1])
     return U
 
-  picked = _picked(cfg.model.ensemble_pick)  # (member, λ) chosen on folds, or None
-
   def prepare() -> float:
     if not trained:
-      kinds = (linear_member.members(cfg.model.ensemble) if picked is None
-               else (picked[0],) if picked[0] else ())
       trained.update({kind: member(kind, train) for kind in kinds})
     return sum(seconds) + cfg.model.ensemble_choice_seconds
 
