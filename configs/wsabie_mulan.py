@@ -41,8 +41,12 @@ chosen on the validation split, WSABIE alone included (Table 7's ensemble;
 wsabie/linear_member.py); on a training file of at most 2,048 images with a
 budget of 30 s or more, chosen on five folds of it instead, by runs of the
 config on four fifths each in a sixth of the budget each (model.ensemble_choice
-'auto': api/fold_choice.py). To that sum it adds the votes of each image's 30
-nearest training images in WSABIE's embedding space (model.neighbours
+'auto': api/fold_choice.py). The ridge member (regularised least squares
+in closed form, its λ by exact leave-one-out: baselines/ridge.py) is not
+among 'auto''s members (docs/RESULTS.md "The ridge member"); a run names it,
+e.g. --config.model.ensemble=one_vs_rest+ridge. To that sum it adds the
+votes of each image's 30 nearest training images in WSABIE's embedding
+space (model.neighbours
 'auto': training splits of 301-65,536 images), at the weight the validation
 split picks, 0 included (wsabie/neighbours.py).
 
