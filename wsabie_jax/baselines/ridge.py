@@ -29,9 +29,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 
+from wsabie_jax.core import metrics
 from wsabie_jax.data.dataset import SparseDataset
 
 # λ's candidates: 10⁻² … 10² in steps of 10^⅓ (the panel's training splits
@@ -49,7 +51,6 @@ class Spectrum(NamedTuple):
   A_nxr: np.ndarray    # XQ (n > d) or U S^½: H = A diag(1/(s + λ)) Aᵀ
   s_r: np.ndarray      # the eigenvalues S, ≥ 0
   C_rxY: np.ndarray    # QᵀXᵀT (n > d) or UᵀT: W = back(diag(1/(s + λ)) C)
-  AT_rxY: np.ndarray   # AᵀT: the training scores F = A diag(1/(s + λ)) AᵀT
   primal: bool         # n > d: W = Q·(…); else W = Xᵀ U·(…)
   basis: np.ndarray    # Q (d×r) or U (n×r)
 
@@ -73,12 +74,10 @@ def spectrum(X, T_nxY: np.ndarray) -> Spectrum:
   if n > d:
     s, Q = np.linalg.eigh(_dense(X.T @ X))
     A = np.asarray(X @ Q)
-    C = A.T @ T_nxY
-    return Spectrum(A, np.maximum(s, 0.0), C, C, True, Q)
+    return Spectrum(A, np.maximum(s, 0.0), A.T @ T_nxY, True, Q)
   s, U = np.linalg.eigh(_dense(X @ X.T))
   s = np.maximum(s, 0.0)
-  C = U.T @ T_nxY
-  return Spectrum(U * np.sqrt(s), s, C, np.sqrt(s)[:, None] * C, False, U)
+  return Spectrum(U * np.sqrt(s), s, U.T @ T_nxY, False, U)
 
 
 def weights(X, sp: Spectrum, lam: float) -> np.ndarray:
@@ -95,22 +94,28 @@ def leave_one_out(sp: Spectrum, T_nxY: np.ndarray, lam: float, rows: np.ndarray)
   A = sp.A_nxr[rows]
   # (F's product in float32, the bulk of a λ's work: a ranking's scores;
   # h in float64, where 1 − h may be small)
-  F = ((A * w).astype(np.float32) @ sp.AT_rxY.astype(np.float32)).astype(np.float64)
+  AT = sp.C_rxY if sp.primal else np.sqrt(sp.s_r)[:, None] * sp.C_rxY  # AᵀT
+  F = ((A * w).astype(np.float32) @ AT.astype(np.float32)).astype(np.float64)
   h = (A * A) @ w
   return ((F - h[:, None] * T_nxY[rows]) / (1.0 - h)[:, None]).astype(np.float32)
 
 
 def mean_average_precision(S_nxY: np.ndarray, T_nxY: np.ndarray) -> float:
   """Mean over the images with a label of the average precision of the
-  ranking S against the labels T > 0 (ties broken by label order): at each
-  relevant place j of image i's ranking, the relevant ones up to it over j + 1."""
-  relevant = np.take_along_axis(T_nxY > 0, np.argsort(-S_nxY, axis=1, kind='stable'), axis=1)
-  i, j = np.nonzero(relevant)
-  above = np.cumsum(relevant, axis=1, dtype=np.int32)[i, j]
-  counts = np.bincount(i, minlength=len(S_nxY))
-  some = counts > 0
-  ap = np.bincount(i, above / (j + 1.0), minlength=len(S_nxY))
-  return float(np.mean(ap[some] / counts[some])) if some.any() else 0.0
+  ranking S against the labels T > 0, as evaluation ranks and scores it
+  (core/metrics.py: ties broken by the lower label id)."""
+  some = (T_nxY > 0).any(axis=1)
+  if not some.any():
+    return 0.0
+  S, T = S_nxY[some], T_nxY[some] > 0
+  width = int(T.sum(1).max())
+  # each image's labels, padded with −1 (metrics' positives)
+  pos_nxP = np.where(np.arange(width) < T.sum(1, keepdims=True),
+                     np.argsort(~T, axis=1, kind='stable')[:, :width], -1).astype(np.int32)
+  ranks, top, _ = metrics.rank_and_top_k_from_scores(jnp.asarray(S, jnp.float32),
+                                                     jnp.asarray(pos_nxP), k=1)
+  return float(np.mean(metrics.per_image_metrics(np.asarray(ranks), np.asarray(top),
+                                                 S.shape[1], ks=(1,))['ap']))
 
 
 def choose(sp: Spectrum, T_nxY: np.ndarray, seed: int = 0) -> tuple[float, dict]:

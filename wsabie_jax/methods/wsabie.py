@@ -125,8 +125,9 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
   kinds = (linear_member.members(cfg.model.ensemble) if picked is None  # (the members trained)
            else (picked[0],) if picked[0] else ())
   # (the whole file's size: a refit trains the member again on it)
-  too_large = ridge.too_large(train.num_images + valid.num_images, train.num_features)
-  if 'ridge' in kinds and too_large:
+  too_large = 'ridge' in kinds and ridge.too_large(train.num_images + valid.num_images,
+                                                   train.num_features)
+  if too_large:
     raise ConfigError(f'model.ensemble={cfg.model.ensemble!r} trains the ridge member: {too_large}')
 
   def member(kind, data, start=None):
@@ -214,8 +215,8 @@ def _with_member(config, cfg: step_lib.StepConfig, splits, seen: int):
             'ensemble_choice_seconds': cfg.model.ensemble_choice_seconds} if picked else {}),
         **{f'wsabie_{k}': by_itself[k] for k in ('p@1', 'p@5', 'map')}}
 
-  choices = (1 + (len(linear_member.WEIGHTS) - 1) * len(linear_member.members(cfg.model.ensemble))
-             if picked is None else 0) + (len(neighbours.WEIGHTS) if k else 0)
+  choices = (1 + (len(linear_member.WEIGHTS) - 1) * len(kinds) if picked is None else 0) + (
+      len(neighbours.WEIGHTS) if k else 0)
   return prepare, tested, RefitWork(refit_seconds, refit_run, choose_first,
                                     evaluations=choices if valid.num_images else 0)
 
