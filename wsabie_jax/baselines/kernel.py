@@ -37,7 +37,6 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg
 import numpy as np
-import scipy.linalg
 
 from wsabie_jax.baselines import logistic
 from wsabie_jax.core import evaluation
@@ -100,7 +99,7 @@ def cholesky_factor(K_mxm, jitter: float = JITTER) -> jax.Array:
   if bool(jnp.all(jnp.isfinite(L_mxm))):
     return L_mxm
   K64 = np.asarray(K_mxm, np.float64) + delta * np.eye(K_mxm.shape[0])
-  return jnp.asarray(scipy.linalg.cholesky(K64, lower=True), jnp.float32)
+  return jnp.asarray(np.linalg.cholesky(K64), jnp.float32)  # L, lower
 
 
 @jax.jit

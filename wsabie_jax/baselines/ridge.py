@@ -27,14 +27,16 @@ size of λ itself.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse
 
 from wsabie_jax.core import metrics
 from wsabie_jax.data.dataset import SparseDataset
+
+if TYPE_CHECKING:
+  import scipy.sparse
 
 # λ's candidates: 10⁻² … 10² in steps of 10^⅓ (the panel's training splits
 # choose 0.2–10, the log line `model.ensemble: ridge at λ …`; the config's
@@ -57,6 +59,7 @@ class Spectrum(NamedTuple):
 
 def features(train: SparseDataset) -> scipy.sparse.csr_matrix:
   """X (n×d, float64) as the run's rows hold it."""
+  import scipy.sparse  # here, not at the top: every launch script imports this module (0.2 s)
   return scipy.sparse.csr_matrix(
       (train.feat_val.astype(np.float64), train.feat_idx, train.feat_indptr),
       shape=(train.num_images, train.num_features))
@@ -153,4 +156,4 @@ def too_large(num_images: int, num_features: int) -> str | None:
 
 
 def _dense(M) -> np.ndarray:
-  return M.toarray() if scipy.sparse.issparse(M) else np.asarray(M)
+  return M.toarray() if hasattr(M, 'toarray') else np.asarray(M)  # scipy's sparse, or dense
