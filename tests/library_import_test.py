@@ -1,7 +1,9 @@
 """Importing the library, as a notebook or a user's script does, leaves
 Python's signal handlers as they were: only the launch scripts install
 theirs (core/startup.py). Were one installed on import, interrupting a
-Colab cell would end the kernel and everything it held."""
+Colab cell would end the kernel and everything it held. And a launch
+script's start imports no scipy (docs/DESIGN.md §7: each process's start)."""
+import pathlib
 import subprocess
 import sys
 
@@ -33,3 +35,17 @@ def test_importing_every_module_installs_no_signal_handler():
   handlers, caught = got.stdout.splitlines()[-2:]
   assert handlers == 'True [True, True]', got.stdout  # (SIGINT, then SIGTERM and SIGHUP)
   assert caught == 'KeyboardInterrupt', got.stdout
+
+
+def test_a_launch_script_starts_without_scipy():
+  """train.py's imports (every method, the members, the checkpoints) leave
+  scipy out, 0.2 s of each launch's start: the kernel member's float64 factor
+  is numpy's, ridge's sparse matrix is imported when that member trains."""
+  root = pathlib.Path(__file__).resolve().parents[1]
+  got = subprocess.run([sys.executable, '-X', 'importtime', 'launch/train.py', '--helpshort'],
+                       cwd=root, capture_output=True, text=True, timeout=120)
+  assert got.returncode == 0, got.stderr[-2000:]
+  imported = [line.rsplit('|', 1)[-1].strip() for line in got.stderr.splitlines()
+              if line.startswith('import time:')]
+  assert 'jax' in imported and 'wsabie_jax.baselines.kernel' in imported
+  assert [m for m in imported if m.split('.')[0] == 'scipy'] == []
