@@ -27,7 +27,7 @@ size of λ itself.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -93,14 +93,26 @@ def weights(X, sp: Spectrum, lam: float) -> np.ndarray:
 def leave_one_out(sp: Spectrum, T_nxY: np.ndarray, lam: float, rows: np.ndarray) -> np.ndarray:
   """The scores f_−i (len(rows)×Y) of each image in `rows` under the model
   trained at λ on every image but it (module docstring)."""
-  w = 1.0 / (sp.s_r + lam)
+  return leave_one_out_at(sp, T_nxY, rows)(lam)
+
+
+def leave_one_out_at(sp: Spectrum, T_nxY: np.ndarray,
+                     rows: np.ndarray) -> Callable[[float], np.ndarray]:
+  """λ ↦ `leave_one_out(sp, T_nxY, λ, rows)`; what every λ shares (A's rows,
+  their squares, AᵀT) taken once, not once a λ of GRID."""
   A = sp.A_nxr[rows]
+  A2 = A * A
   # (F's product in float32, the bulk of a λ's work: a ranking's scores;
   # h in float64, where 1 − h may be small)
-  AT = sp.C_rxY if sp.primal else np.sqrt(sp.s_r)[:, None] * sp.C_rxY  # AᵀT
-  F = ((A * w).astype(np.float32) @ AT.astype(np.float32)).astype(np.float64)
-  h = (A * A) @ w
-  return ((F - h[:, None] * T_nxY[rows]) / (1.0 - h)[:, None]).astype(np.float32)
+  AT = (sp.C_rxY if sp.primal else np.sqrt(sp.s_r)[:, None] * sp.C_rxY).astype(np.float32)
+  T = T_nxY[rows]
+
+  def at(lam: float) -> np.ndarray:
+    w = 1.0 / (sp.s_r + lam)
+    F = ((A * w).astype(np.float32) @ AT).astype(np.float64)
+    h = A2 @ w
+    return ((F - h[:, None] * T) / (1.0 - h)[:, None]).astype(np.float32)
+  return at
 
 
 def mean_average_precision(S_nxY: np.ndarray, T_nxY: np.ndarray) -> float:
@@ -127,8 +139,8 @@ def choose(sp: Spectrum, T_nxY: np.ndarray, seed: int = 0) -> tuple[float, dict]
   n = len(T_nxY)
   rows = (np.arange(n) if n <= LOO_ROWS
           else np.sort(np.random.default_rng(seed).permutation(n)[:LOO_ROWS]))
-  got = {lam: mean_average_precision(leave_one_out(sp, T_nxY, lam, rows), T_nxY[rows])
-         for lam in GRID}
+  scores_at = leave_one_out_at(sp, T_nxY, rows)
+  got = {lam: mean_average_precision(scores_at(lam), T_nxY[rows]) for lam in GRID}
   return max(GRID, key=lambda lam: (got[lam], -lam)), got
 
 

@@ -47,8 +47,9 @@ class ModelConfig:
   # paper's One-vs-Rest model (PA-I, C = ensemble_C, ensemble_epochs epochs),
   # 'logistic' One-vs-Rest logistic regression (C = ensemble_logistic_C), 'svm' the
   # L2-loss linear SVM (C = ensemble_svm_C), 'ridge' regularised least squares
-  # in closed form (λ = ensemble_ridge_lambda; baselines/ridge.py), 'kernel' the L2-loss SVM with the
-  # Gaussian kernel (C = ensemble_kernel_C; baselines/kernel.py), before WSABIE's steps, and adds its
+  # in closed form (λ = ensemble_ridge_lambda; baselines/ridge.py), 'kernel' the
+  # L2-loss SVM with the Gaussian kernel (C = ensemble_kernel_C;
+  # baselines/kernel.py), before WSABIE's steps, and adds its
   # standardised scores at the weight the validation split picks (0 included);
   # 'one_vs_rest+logistic' (any '+' of them): each trained, validation picks the
   # member too; 'auto': those whose cost is small for the data and the budget
@@ -94,7 +95,8 @@ class ModelConfig:
                          'ensemble_choice': ('validation', 'folds', AUTO)})
     check_ranges(self, 'model', dim='>=1', max_norm='>0', init_std='>=0',  # init_std 0: 1/√d
                  ensemble_C='>0', ensemble_epochs='>=1', ensemble_logistic_C='>0',
-                 ensemble_svm_C='>0', ensemble_ridge_lambda='>=0', ensemble_kernel_C='>0', ensemble_kernel_landmarks='>=1',
+                 ensemble_svm_C='>0', ensemble_ridge_lambda='>=0', ensemble_kernel_C='>0',
+                 ensemble_kernel_landmarks='>=1',
                  neighbours='>=0', ensemble_choice_seconds='>=0')
     if self.ensemble_pick:
       kind, _, weight = self.ensemble_pick.partition(':')
