@@ -113,7 +113,7 @@ def test_what_a_resume_may_change_is_marked_on_the_fields():
       'train.eval_every_steps', 'train.evals_per_budget', 'train.checkpoint_every_steps',
       'train.patience', 'train.plateau_drops', 'train.refit', 'train.refit_reserved',
       'train.num_devices', 'train.platform', 'train.steps_per_call', 'train.input_threads',
-      'train.gather_ahead', 'train.call_length', 'train.deterministic',
+      'train.gather_ahead', 'train.call_length', 'train.deterministic', 'train.profile_calls',
       'eval.batch_size',
       'eval.label_chunk',
       'loss.label_chunk',

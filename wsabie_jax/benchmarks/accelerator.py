@@ -16,7 +16,11 @@ lightfm, then grid):
            steps, in one pass); at B = 4,096,
            K = 100, Y = 100k also the step alone with train.deterministic
            (XLA's deterministic ops) and with model.matmul_precision
-           'tensorfloat32', to show what exactness costs.
+           'tensorfloat32', to show what exactness costs. With `profile_dir`
+           the default loop again with PROFILE_CALLS calls traced
+           (train.profile_calls), the trace kept there a row and read
+           (training/profile.py `summary`): the share of the calls' time
+           the device had work (`device busy`).
   lightfm  the benchmark's synthetic data (200,000 images, Y = d = 10,000,
            ~50 non-zeros, D = 64): ours at B = 4,096, K = 100 against
            LightFM's WARP given every CPU thread (os.cpu_count()), the same
@@ -42,6 +46,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import tempfile
 
 import jax
@@ -52,7 +57,7 @@ from wsabie_jax.data import batching
 from wsabie_jax.benchmarks import panel, timed
 from wsabie_jax.api import configs, run as run_lib
 from wsabie_jax.methods import common, wsabie as wsabie_method
-from wsabie_jax.training import settings
+from wsabie_jax.training import profile, settings
 from wsabie_jax.wsabie import step as step_lib
 
 
@@ -66,14 +71,16 @@ def _grid_data(num_labels: int, small: bool):
 
 GRID_LABELS = (10_000, 100_000, 1_000_000)
 SMALL_GRID_LABELS = (500, 5000)
+PROFILE_CALLS = 8  # the grid's traced calls a row (with profile_dir)
 TABLES = ('corel5k', 'shipped', 'batches', 'panel', 'lightfm', 'grid')
 
 
 def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
-         shapes=None) -> list[dict]:
+         shapes=None, profile_dir=None) -> list[dict]:
   """The grid's rows at each Y in `labels` (default GRID_LABELS, or
   SMALL_GRID_LABELS when small), each (B, K) of `shapes` (default all four): a
-  device call too short for all twelve rows takes the rows left."""
+  device call too short for all twelve rows takes the rows left. With
+  `profile_dir`, each row's default loop traced there too (`_traced_loop`)."""
   Bs, Ks = ((64, 256), (10, 50)) if small else ((1024, 4096), (100, 1000))
   shapes = shapes or [(B, K) for B in Bs for K in Ks]
   Ys = labels or (SMALL_GRID_LABELS if small else GRID_LABELS)
@@ -135,9 +142,26 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
       row['loop_over_fresh'] = row[f'loop_{steps_per_call}'] / row['alone_fresh']
       row['ahead_over_fresh'] = row['loop_ahead'] / row['alone_fresh']
       row['loop_over_trained'] = row[f'loop_{steps_per_call}'] / row['alone_trained']
+      if profile_dir:
+        row['profile'] = _traced_loop(config, steps_per_call,
+                                      pathlib.Path(profile_dir) / f'Y{Y}_B{B}_K{K}')
       rows.append(row)
       _print_grid(rows[-1:], steps_per_call, header=len(rows) == 1)
   return rows
+
+
+def _traced_loop(config, steps_per_call: int, folder: pathlib.Path) -> dict:
+  """The default loop for PROFILE_CALLS + 1 calls, all but the first traced
+  (a run of its own: tracing slows the calls it covers, so the loop's
+  untraced pairs/s stay as they were); the trace copied to `folder`, its
+  `profile.summary` returned."""
+  config.train.update(steps_per_call=steps_per_call, gather_ahead=False, call_length='auto',
+                      max_steps=(PROFILE_CALLS + 1) * steps_per_call, profile_calls=PROFILE_CALLS)
+  with tempfile.TemporaryDirectory() as workdir:
+    run_lib.train_and_evaluate(config, workdir)
+    shutil.copytree(pathlib.Path(workdir) / profile.FOLDER, folder, dirs_exist_ok=True)
+  config.train.profile_calls = 0
+  return profile.summary(folder)
 
 
 def _print_grid(rows, per_call: int, header: bool):
@@ -147,7 +171,7 @@ def _print_grid(rows, per_call: int, header: bool):
           f'{"loop 1/call":>12} {f"loop {per_call}/call":>13} {"gathered ahead":>14} '
           f'{"loop ÷ alone":>13} {"loop ÷ fresh":>13} {"ahead ÷ fresh":>14} '
           f'{"alone, deterministic":>21} {"alone, TF32":>12} {"trained":>12} '
-          f'{"loop ÷ trained":>15} {"other length":>20}')
+          f'{"loop ÷ trained":>15} {"other length":>20} {"device busy":>12}')
   for r in rows:
     det, tf32 = r.get('alone_deterministic'), r.get('alone_tensorfloat32')
     det = f'{det:>12,.0f} ({r["alone"] / det:.1f}×)' if det else ''
@@ -158,8 +182,14 @@ def _print_grid(rows, per_call: int, header: bool):
           f'{r["loop_over_alone"]:>13.2f} {r["loop_over_fresh"]:>13.2f} '
           f'{r["ahead_over_fresh"]:>14.2f} {det:>21} {tf32:>12} {r["alone_trained"]:>12,.0f} '
           f'{r["loop_over_trained"]:>15.2f} '
-          f'{r["other_length"] + " " + format(r["loop_" + r["other_length"]], ",.0f"):>20}',
-          flush=True)
+          f'{r["other_length"] + " " + format(r["loop_" + r["other_length"]], ",.0f"):>20} '
+          f'{_busy(r.get("profile")):>12}', flush=True)
+
+
+def _busy(profiled: dict | None) -> str:
+  """The traced loop's device busy share ('' untraced, or none found)."""
+  busy = (profiled or {}).get('device_busy')
+  return '' if busy is None else f'{busy:.2f}'
 
 
 def versus_lightfm(small: bool, budget: float, steps_per_call: int) -> dict:

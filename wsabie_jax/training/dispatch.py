@@ -76,7 +76,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from wsabie_jax.data import batching
-from wsabie_jax.training import parallel, recorder, settings
+from wsabie_jax.training import parallel, profile, recorder, settings
 from wsabie_jax.training.method import Method
 
 log = logging.getLogger('wsabie_jax')
@@ -204,14 +204,16 @@ class Dispatcher:
     return jax.device_put(state, self.mesh.devices.flat[0])
 
   def __call__(self, state, step: int):
-    start = time.perf_counter()  # (not the training clock, which tests fake)
-    first, n, xs, budget = next(self.calls)
-    waited = time.perf_counter() - start
-    self.input_wait_seconds += waited
-    assert first == step, (first, step)
-    # A full call's length is the program's own where the lengths are static.
-    length = n if self.static and self.mode != 'per step' and n == self._per_call else None
-    state, stats = self._executable(state, n, xs, budget, length)(*self._args(state, n, xs))
+    with profile.call_named(step):
+      start = time.perf_counter()  # (not the training clock, which tests fake)
+      with profile.named('input'):
+        first, n, xs, budget = next(self.calls)
+      waited = time.perf_counter() - start
+      self.input_wait_seconds += waited
+      assert first == step, (first, step)
+      # A full call's length is the program's own where the lengths are static.
+      length = n if self.static and self.mode != 'per step' and n == self._per_call else None
+      state, stats = self._executable(state, n, xs, budget, length)(*self._args(state, n, xs))
     if self.multi and parallel.platform(self.mesh) == 'cpu':
       # XLA:CPU runs every device's program on one shared thread pool; with
       # asynchronous dispatch one device can start the next call while

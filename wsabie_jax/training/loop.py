@@ -25,7 +25,8 @@ import numpy as np
 
 from wsabie_jax.core import metrics as metrics_lib
 from wsabie_jax.training import (checkpoints, dispatch, hooks, hosts, identity, interrupts,
-                                 parallel, refit, resume, settings, setup, workdir as workdir_lib)
+                                 parallel, profile, refit, resume, settings, setup,
+                                 workdir as workdir_lib)
 from wsabie_jax.training.method import Method
 from wsabie_jax.training.recorder import (Clock, Recorder, RunRecord, Stop, Summaries,
                                           objects_frozen)
@@ -188,9 +189,8 @@ def _total_steps(train, stream) -> int:
 
 
 def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: Summaries):
-  """Alg. 1's outer loop: calls of steps until a budget or patience runs out;
-  after each, the hooks (time, logs, the stop decision: hooks.py), then the
-  boundary's validation, rate drop and checkpoint (`_at_boundary`)."""
+  """Alg. 1's outer loop: calls of steps until a budget or patience runs out, each
+  followed by the hooks (hooks.py, profile.py) and the boundary (`_at_boundary`)."""
   train, r, stream = config.train, recorder.record, method.stream
   total = _total_steps(train, stream)
   step = start = int(state.step)
@@ -204,9 +204,11 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
   at_boundary = functools.partial(_at_boundary, train=train, method=method, recorder=recorder,
                                   ckpts=ckpts, clock=clock, steps=steps, spacing=spacing,
                                   reserve=refit.Reserve(config, clock, start, method.refit_work))
+  trace = profile.CallTrace(train.profile_calls, ckpts.workdir, clock, spacing, total)
   state = steps.place(at_rate(state, train, r))
   with interrupts.caught() as requests:  # Ctrl-C, SIGTERM: saved at the next boundary
-    after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing]
+    after = [train_log, timing, hooks.StopDecision(train.max_seconds, clock, requests), spacing,
+             trace]
     try:
       while step < total and not r.stopped:
         timing.before()
@@ -220,6 +222,7 @@ def _train(config, state, method: Method, ckpts, recorder: Recorder, summaries: 
           _stop(call, requests, ckpts)
           break
     finally:
+      trace.stop()
       ckpts.write_best()  # a stop by an error too: the held best is a validated state
       steps.close()
       train_log.close()
@@ -303,7 +306,9 @@ def _check_and_validate(call, validate: bool, method: Method, recorder: Recorder
     if not validate:
       return None
     start = clock.seconds
-    if _validate(method, call.state, recorder, ckpts, step_seconds):
+    with profile.named('validate'):
+      stop = _validate(method, call.state, recorder, ckpts, step_seconds)
+    if stop:
       call.stop = call.stop or Stop.EARLY_STOPPING
     return clock.seconds - start
 
@@ -315,7 +320,7 @@ def _save(call, stream, recorder: Recorder, ckpts, clock: Clock) -> None:
   r.train_seconds, r.step_seconds = clock.seconds, clock.step_seconds
   r.stopped = Stop.NONE if call.stop == Stop.INTERRUPTED else call.stop
   r.data_position = stream.position(call.step)
-  with clock.excluded():
+  with clock.excluded(), profile.named('checkpoint'):
     ckpts.write_best()
     ckpts.save(ckpts.latest, call.state, r.to_json())
 

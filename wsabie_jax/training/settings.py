@@ -93,6 +93,10 @@ class TrainConfig:
   # > 0: Alg. 1's expected draws per update on this many training pairs at each
   # validation (paper 003 Fig. 1).
   probe_pairs: int = 0
+  # > 0: a profiler trace of this many calls of steps, from the second after
+  # the run's first validation (or its second call where it validates only at
+  # its end), under WORKDIR/profile (training/profile.py).
+  profile_calls: Annotated[int, MAY_CHANGE] = 0
 
   def __post_init__(self):
     check_ranges(self, 'train', batch_size='>=1', positives_per_row='>=1', num_epochs='>=0',
@@ -101,7 +105,7 @@ class TrainConfig:
                  eval_subset='>=0', patience='>=1', plateau_drops='>=0', plateau_factor='>1',
                  checkpoint_every_steps='>=1',
                  num_devices='>=0', steps_per_call='>=0', input_threads='>=0',
-                 probe_pairs='>=0')
+                 probe_pairs='>=0', profile_calls='>=0')
     check_choices(self, {'platform': PLATFORMS, 'plan_packs': PLAN_PACKS,
                          'call_length': CALL_LENGTHS})
     if not (self.max_steps or self.num_epochs or self.max_seconds):
