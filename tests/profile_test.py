@@ -70,6 +70,22 @@ def test_a_run_that_validates_only_at_its_end_is_traced_from_its_second_call(tmp
   assert steps == ['2', '4', '6'], steps
 
 
+@pytest.mark.slow
+def test_inside_a_trace_taken_from_outside_the_run_goes_on_and_names_its_calls(tmp_path, caplog):
+  """JAX takes one trace at a time: the run's own is given up with a line,
+  and the outside one (a notebook's `jax.profiler.trace`) holds every call
+  by its first step."""
+  with caplog.at_level(logging.WARNING, logger='wsabie_jax'):
+    with jax.profiler.trace(str(tmp_path / 'outside')):
+      metrics = run.train_and_evaluate(_tiny(eval_every_steps=4), tmp_path / 'run')
+  assert metrics['steps'] == 20 and not (tmp_path / 'run' / 'profile').exists()
+  assert 'train.profile_calls=3: no trace of its own, another is running' in caplog.text
+  files = list((tmp_path / 'outside').rglob('*.trace.json.gz'))
+  events = json.loads(gzip.decompress(files[0].read_bytes()))['traceEvents']
+  steps = sorted(int(e['args']['step_num']) for e in events if e.get('name') == 'train')
+  assert steps == list(range(0, 20, 2)), steps
+
+
 def test_the_summary_reads_the_calls_and_the_devices_busy_time(tmp_path):
   """By hand: calls at 100 and 300 µs; the device runs 105-155 and 130-170
   (overlapping: 65 µs), 320-350 (30), and 50-70, before the first call (left

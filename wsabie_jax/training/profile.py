@@ -61,7 +61,13 @@ class CallTrace:
         self.stop(call.state)
     elif self._left and (self.spacing.validations or self.spacing.every >= self.total):
       with self.clock.excluded():
-        jax.profiler.start_trace(str(self.folder))
+        try:
+          jax.profiler.start_trace(str(self.folder))
+        except RuntimeError as busy:  # (JAX takes one trace at a time)
+          log.warning('train.profile_calls=%d: no trace of its own, another is running (%s)',
+                      self._left, busy)
+          self._left = 0
+          return
       self._tracing = True
 
   def stop(self, state=None) -> None:
