@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 left() { echo $((END - ($(date +%s) - T0))); }
 quiet() { grep -v '^[IWE][0-9]\{4\}\|onstant fold\|reduce-window\|necessarily a bug\|file a bug\|The operation took\|^$'; }
 $PY -c "import jax; print('jax', jax.__version__, jax.devices())"
-echo "== grid, Y = 10,000 ($(left) s left)"
+echo "== grid, Y = $([ "${SMALL:-0}" = 1 ] && echo 500 || echo 10,000) ($(left) s left)"
 timeout "$(left)" $PY - "$OUT" "${SMALL:-0}" "${OUT}_profiles" <<'PYTHON' 2>&1 | quiet | tee "$OUT/grid.log"
 import json, pathlib, shutil, sys
 import jax
