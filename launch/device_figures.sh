@@ -32,8 +32,10 @@ rows = accelerator.grid(small, 0.5 if small else 3.0, per_call, labels=[500] if 
                         shapes=[(256, 10)] if small else [(4096, 100), (1024, 1000)],
                         profile_dir=sys.argv[3])
 json.dump(rows, open(f'{sys.argv[1]}/grid.json', 'w'), indent=1)
-first = pathlib.Path(sys.argv[3], f"Y{rows[0]['Y']}_B{rows[0]['B']}_K{rows[0]['K']}")
-shutil.copy(sorted(first.rglob('*.trace.json.gz'))[-1], f'{sys.argv[1]}/trace_first_row.json.gz')
+traces = sorted(pathlib.Path(sys.argv[3], f"Y{rows[0]['Y']}_B{rows[0]['B']}_K{rows[0]['K']}")
+                .rglob('*.trace.json.gz'))
+if traces:
+  shutil.copy(traces[-1], f'{sys.argv[1]}/trace_first_row.json.gz')
 PYTHON
 WS="--config=configs/wsabie_webscale.py --config.data.shards_dir=$SHARDS --config.data.num_train=$NTRAIN --config.data.shard_size=125000"
 [ "${SMALL:-0}" = 1 ] && WS="$WS --config.data.shard_size=1500 --config.data.synthetic.num_labels=1000 --config.data.num_valid=500 --config.data.num_test=500 --config.train.batch_size=256"
@@ -43,8 +45,10 @@ echo "== one web-scale epoch streamed from them ($(left) s left)"
 RUN=${SHARDS%/}_run; rm -rf "$RUN"
 timeout "$(left)" $PY launch/train.py $WS --workdir="$RUN" --config.train.profile_calls=8 2>&1 | quiet | tail -20 | tee "$OUT/webscale.log"
 # Its metrics with what its 8 traced calls show (training/profile.py): the device's busy share, the input wait.
-$PY -c "import json, sys; from wsabie_jax.training import profile
-m = json.load(open(sys.argv[1] + '/metrics.json')); m['profile'] = profile.summary(sys.argv[1] + '/profile')
+[ -f "$RUN/metrics.json" ] && $PY -c "import json, sys; from wsabie_jax.training import profile
+m = json.load(open(sys.argv[1] + '/metrics.json'))
+try: m['profile'] = profile.summary(sys.argv[1] + '/profile')
+except Exception as e: m['profile'] = {'error': repr(e)[:300]}
 json.dump(m, open(sys.argv[2], 'w'), indent=1); print('profile', m['profile'])" "$RUN" "$OUT/webscale_metrics.json"
 echo "== the streamed input alone ($(left) s left)"
 timeout "$(left)" $PY launch/benchmark.py --suite=input $([ "${SMALL:-0}" = 1 ] && echo --small) --accelerator_webscale_shards="$SHARDS" --out="$OUT/input.json" 2>&1 | quiet | tail -9

@@ -142,9 +142,12 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
       row['loop_over_fresh'] = row[f'loop_{steps_per_call}'] / row['alone_fresh']
       row['ahead_over_fresh'] = row['loop_ahead'] / row['alone_fresh']
       row['loop_over_trained'] = row[f'loop_{steps_per_call}'] / row['alone_trained']
-      if profile_dir:
-        row['profile'] = _traced_loop(config, steps_per_call,
-                                      pathlib.Path(profile_dir) / f'Y{Y}_B{B}_K{K}')
+      if profile_dir:  # (a device whose profiler fails keeps the row's other figures)
+        try:
+          row['profile'] = _traced_loop(config, steps_per_call,
+                                        pathlib.Path(profile_dir) / f'Y{Y}_B{B}_K{K}')
+        except Exception as failed:  # noqa: BLE001 (said in the row, the grid goes on)
+          row['profile'] = {'error': f'{type(failed).__name__}: {str(failed)[:300]}'}
       rows.append(row)
       _print_grid(rows[-1:], steps_per_call, header=len(rows) == 1)
   return rows
