@@ -92,7 +92,8 @@ class CallTrace:
     except (FileNotFoundError, ValueError):
       return ''
     busy = seen['device_busy']
-    return (f": {seen['calls']} calls in {seen['window_ms']:.1f} ms, the device busy for "
+    calls = f"{seen['calls']} call{'s' if seen['calls'] != 1 else ''}"
+    return (f": {calls} in {seen['window_ms']:.1f} ms, the device busy for "
             f"{'an unknown share' if busy is None else format(busy, '.2f')} of it, "
             f"{seen['input_ms']:.1f} ms waiting for input")
 
