@@ -175,7 +175,8 @@ def test_the_device_figures_script_takes_each_table(tmp_path):
                         'loop_over_trained': (call, 'alone_trained'),
                         'ahead_over_fresh': ('loop_ahead', 'alone_fresh')}.items():
     assert math.isclose(row[ratio], row[a] / row[b]), ratio
-  assert row['profile']['calls'] == 8 and (tmp_path / 'out' / 'trace_first_row.json.gz').stat().st_size
+  assert row['profile']['calls'] == 8, row['profile']
+  assert (tmp_path / 'out' / 'trace_first_row.json.gz').stat().st_size
   metrics = json.loads((tmp_path / 'out' / 'webscale_metrics.json').read_text())
   assert metrics['steps'] > 0 and 0 <= metrics['input_wait_seconds'] <= metrics['train_seconds']
   assert 1 <= metrics['profile']['calls'] <= 8, metrics['profile']  # (SMALL's epoch: 3 calls)

@@ -15,7 +15,7 @@ def _events(workdir) -> list[dict]:
   """The trace's events, from its one Chrome-format file."""
   files = list((workdir / 'profile').rglob('*.trace.json.gz'))
   assert len(files) == 1, files
-  return json.loads(gzip.decompress(files[0].read_bytes()))['traceEvents']
+  return profile.trace_events(workdir / 'profile')
 
 
 def _tiny(**train):
@@ -80,8 +80,7 @@ def test_inside_a_trace_taken_from_outside_the_run_goes_on_and_names_its_calls(t
       metrics = run.train_and_evaluate(_tiny(eval_every_steps=4), tmp_path / 'run')
   assert metrics['steps'] == 20 and not (tmp_path / 'run' / 'profile').exists()
   assert 'train.profile_calls=3: no trace of its own, another is running' in caplog.text
-  files = list((tmp_path / 'outside').rglob('*.trace.json.gz'))
-  events = json.loads(gzip.decompress(files[0].read_bytes()))['traceEvents']
+  events = profile.trace_events(tmp_path / 'outside')
   steps = sorted(int(e['args']['step_num']) for e in events if e.get('name') == 'train')
   assert steps == list(range(0, 20, 2)), steps
 

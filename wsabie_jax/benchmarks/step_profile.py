@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import glob
-import gzip
-import json
 import tempfile
 import time
 
@@ -34,6 +31,7 @@ import numpy as np
 from wsabie_jax.benchmarks import gather_vs_whole, panel
 from wsabie_jax.core import lane_sums, native_rows
 from wsabie_jax.data import batching, load_splits
+from wsabie_jax.training import profile
 
 TOP = 12  # kernels listed a set
 # The second profile's state has trained this many steps: most of its pairs
@@ -119,10 +117,10 @@ def kernels(cfg, stream, num_features: int, calls: int = 5,
       for _ in range(calls):
         state, _ = compiled(state, batches)
       jax.block_until_ready(state)
-    events = json.load(gzip.open(glob.glob(f'{folder}/**/*.trace.json.gz', recursive=True)[0]))
+    events = profile.trace_events(folder)
   ops = _ops_of(hlo)
   micros = collections.Counter()
-  for e in events['traceEvents']:
+  for e in events:
     if e.get('ph') == 'X' and e['name'] in ops:
       micros[e['name']] += e.get('dur', 0)
   return [(name, us / 1e3 / (calls * steps), ops[name]) for name, us in micros.most_common(TOP)]

@@ -118,7 +118,7 @@ def summary(folder) -> dict:
   the host's threads, of XLA's runtime executing one, CPU_PROGRAM; None
   where neither is found). A device busy for 0.6 of the window lost 0.4 of
   it between its programs: what the loop costs there (docs/SCALE.md)."""
-  events = _newest_events(pathlib.Path(folder))
+  events = trace_events(folder)
   processes = {e['pid']: e['args']['name'] for e in events
                if e.get('ph') == 'M' and e.get('name') == 'process_name'}
   spans = [e for e in events if e.get('ph') == 'X']
@@ -147,8 +147,9 @@ def _covered(intervals) -> float:
   return total
 
 
-def _newest_events(folder: pathlib.Path) -> list[dict]:
-  files = sorted(folder.rglob('*.trace.json.gz'), key=lambda f: f.stat().st_mtime)
+def trace_events(folder) -> list[dict]:
+  """The events of the newest Chrome-format trace (*.trace.json.gz) under `folder`."""
+  files = sorted(pathlib.Path(folder).rglob('*.trace.json.gz'), key=lambda f: f.stat().st_mtime)
   if not files:
     raise FileNotFoundError(f'{folder}: no profiler trace (*.trace.json.gz) here')
   return json.loads(gzip.decompress(files[-1].read_bytes()))['traceEvents']
