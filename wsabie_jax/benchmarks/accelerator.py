@@ -155,15 +155,14 @@ def grid(small: bool, seconds: float, steps_per_call: int, labels=None,
 
 def _traced_loop(config, steps_per_call: int, folder: pathlib.Path) -> dict:
   """The default loop for PROFILE_CALLS + 1 calls, all but the first traced
-  (a run of its own: tracing slows the calls it covers, so the loop's
-  untraced pairs/s stay as they were); the trace copied to `folder`, its
-  `profile.summary` returned."""
+  (a run of its own, the row's last, on its config: tracing slows the calls
+  it covers, so the loop's untraced pairs/s stay as they were); the trace
+  copied to `folder`, its `profile.summary` returned."""
   config.train.update(steps_per_call=steps_per_call, gather_ahead=False, call_length='auto',
                       max_steps=(PROFILE_CALLS + 1) * steps_per_call, profile_calls=PROFILE_CALLS)
   with tempfile.TemporaryDirectory() as workdir:
     run_lib.train_and_evaluate(config, workdir)
     shutil.copytree(pathlib.Path(workdir) / profile.FOLDER, folder, dirs_exist_ok=True)
-  config.train.profile_calls = 0
   return profile.summary(folder)
 
 

@@ -113,7 +113,7 @@ def kernels(cfg, stream, num_features: int, calls: int = 5,
   state, _ = compiled(state, batches)
   jax.block_until_ready(state)
   with tempfile.TemporaryDirectory() as folder:
-    with jax.profiler.trace(folder, create_perfetto_trace=True):
+    with jax.profiler.trace(folder):
       for _ in range(calls):
         state, _ = compiled(state, batches)
       jax.block_until_ready(state)
